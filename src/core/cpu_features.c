@@ -1,0 +1,102 @@
+#define _GNU_SOURCE
+#include "cpu_features.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+
+static unsigned long long xgetbv0(void) {
+    unsigned int eax, edx;
+    __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
+    return ((unsigned long long)edx << 32) | eax;
+}
+
+static void detect(struct cpu_features *f) {
+    unsigned int a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    f->sse3 = c & (1u << 0);
+    f->ssse3 = c & (1u << 9);
+    f->fma = c & (1u << 12);
+    f->f16c = c & (1u << 29);
+    bool osxsave = c & (1u << 27);
+    bool avx_hw = c & (1u << 28);
+    unsigned long long xcr0 = osxsave ? xgetbv0() : 0;
+    bool os_avx = (xcr0 & 0x6) == 0x6;
+    bool os_avx512 = (xcr0 & 0xE6) == 0xE6;
+    f->avx = avx_hw && os_avx;
+    if (!f->avx) { f->fma = f->f16c = false; }
+    if (__get_cpuid_max(0, NULL) >= 7) {
+        __cpuid_count(7, 0, a, b, c, d);
+        f->avx2 = f->avx && (b & (1u << 5));
+        if (os_avx512) {
+            f->avx512f = b & (1u << 16);
+            f->avx512dq = b & (1u << 17);
+            f->avx512bw = b & (1u << 30);
+            f->avx512vl = b & (1u << 31);
+            f->avx512vbmi = c & (1u << 1);
+            f->avx512vnni = c & (1u << 11);
+        }
+        __cpuid_count(7, 1, a, b, c, d);
+        f->avx_vnni = f->avx2 && (a & (1u << 4));
+        f->avx512bf16 = os_avx512 && (a & (1u << 5));
+    }
+}
+#else
+static void detect(struct cpu_features *f) {
+#if defined(__ARM_NEON)
+    f->neon = true;
+#endif
+#if defined(__ARM_FEATURE_FMA)
+    f->arm_fma = true;
+#endif
+#if defined(__ARM_FEATURE_DOTPROD)
+    f->arm_dotprod = true;
+#endif
+}
+#endif
+
+static struct cpu_features g_features;
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+
+static void init_features(void) {
+    detect(&g_features);
+    const char *env = getenv("LLAMAC_SIMD");
+    if (env && strcmp(env, "scalar") == 0) {
+        memset(&g_features, 0, sizeof g_features);
+        g_features.force_scalar = true;
+    }
+}
+
+const struct cpu_features *cpu_features_get(void) {
+    pthread_once(&g_once, init_features);
+    return &g_features;
+}
+
+int cpu_physical_cores(void) {
+    /* Count distinct (physical id, core id) pairs in /proc/cpuinfo. */
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    long logical = sysconf(_SC_NPROCESSORS_ONLN);
+    if (logical < 1) logical = 1;
+    if (!f) return (int)logical;
+    char line[256];
+    int phys = -1, n = 0;
+    int seen[1024][2];
+    while (fgets(line, sizeof line, f)) {
+        int v;
+        if (sscanf(line, "physical id : %d", &v) == 1) phys = v;
+        else if (sscanf(line, "core id : %d", &v) == 1) {
+            bool dup = false;
+            for (int i = 0; i < n; i++) {
+                if (seen[i][0] == phys && seen[i][1] == v) { dup = true; break; }
+            }
+            if (!dup && n < 1024) { seen[n][0] = phys; seen[n][1] = v; n++; }
+        }
+    }
+    fclose(f);
+    return n > 0 ? n : (int)logical;
+}

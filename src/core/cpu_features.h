@@ -1,0 +1,25 @@
+/*
+ * What the CPU we run on can do, read once from CPUID (x86-64) or fixed at
+ * build time (aarch64). Kernels are picked from this at run time, so one
+ * binary runs on any x86-64. Setting LLAMAC_SIMD=scalar in the environment
+ * disables every SIMD path (tests use it to run the reference kernels).
+ */
+#ifndef LLAMAC_CORE_CPU_FEATURES_H
+#define LLAMAC_CORE_CPU_FEATURES_H
+
+#include <stdbool.h>
+
+struct cpu_features {
+    bool sse3, ssse3, avx, avx2, fma, f16c;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vbmi, avx512vnni, avx512bf16;
+    bool avx_vnni;
+    bool neon, arm_fma, arm_dotprod;
+    bool force_scalar;  /* LLAMAC_SIMD=scalar */
+};
+
+const struct cpu_features *cpu_features_get(void);
+
+/* Number of physical cores (falls back to logical CPUs when unknown). */
+int cpu_physical_cores(void);
+
+#endif

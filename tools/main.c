@@ -1,0 +1,63 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <errno.h>
+
+#include "cli.h"
+
+/* One row per subcommand; the implementations live in tools/<name>.c. */
+static const struct cli_command g_commands[] = {
+    { NULL, NULL, NULL }
+};
+
+int cli_fail(const char *command, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "llamac %s: ", command);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+    return 1;
+}
+
+bool cli_parse_int(const char *s, long long min, long long max, long long *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || *end || v < min || v > max) return false;
+    *out = v;
+    return true;
+}
+
+bool cli_parse_float(const char *s, double *out) {
+    if (!s || !*s) return false;
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || *end) return false;
+    *out = v;
+    return true;
+}
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: llamac COMMAND [options]\n\ncommands:\n");
+    for (const struct cli_command *c = g_commands; c->name; c++) {
+        fprintf(f, "  %-16s %s\n", c->name, c->summary);
+    }
+    fprintf(f, "\n`llamac COMMAND --help` describes a command's options.\n");
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    for (const struct cli_command *c = g_commands; c->name; c++) {
+        if (strcmp(argv[1], c->name) == 0) return c->run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "llamac: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
