@@ -113,6 +113,14 @@ static void check_view(const struct built *b) {
     CHECK(b->t[1]->data == (char *)b->t[0]->data + S / 2);
 }
 
+/* a = dup(w); t = transpose(a); b = cont(t): the transposed view keeps a alive
+ * while b is written, {a} {a,b}: peak 2S (with a dead, b would overwrite what it reads). */
+static void build_transpose(struct tensor_ctx *ctx, const struct weights *w, struct built *b) {
+    struct tensor *a = op_dup(ctx, w->w);
+    struct tensor *t = tensor_transpose(ctx, a);
+    output(b, op_cont(ctx, t));
+}
+
 /* a = dup(w); r = reshape(a); s = sqr(r) takes over a's block through the view;
  * out = dup(s): {a} {a=s} {s,out}: peak 2S. */
 static void build_view_inplace(struct tensor_ctx *ctx, const struct weights *w, struct built *b) {
@@ -184,6 +192,7 @@ static const struct alloc_case g_cases[] = {
     { "inplace", build_inplace, 2 * S, check_inplace },
     { "diamond", build_diamond, 3 * S, check_diamond },
     { "view", build_view, S + S / 2, check_view },
+    { "transpose", build_transpose, 2 * S, NULL },
     { "view_inplace", build_view_inplace, 2 * S, check_view_inplace },
     { "padding", build_padding, 2 * 64, NULL },
     { "output", build_output, 3 * S, NULL },
@@ -331,6 +340,117 @@ static void test_nothing_to_place(void) {
     tensor_ctx_free(ctx);
 }
 
+/* The decode loop the context layer runs: weights used in place from a
+ * "mapped file", a K cache in a buffer of its own, the compute buffer
+ * reserved once for the largest graph. Each step writes its key into the
+ * cache (op_cpy into a view) and attends over the keys so far; the compute
+ * buffer never changes and each step's result equals the reference's. */
+#define KV_D 32
+#define KV_CTX 8
+
+struct kv_step {
+    struct tensor *x, *cpy, *out;
+    struct graph *g;
+};
+
+static void build_kv_step(struct tensor_ctx *ctx, struct tensor *wk, struct tensor *wq, struct tensor *k_cache,
+                          int n_past, int n_tok, struct kv_step *s) {
+    s->x = tensor_new_2d(ctx, GGML_TYPE_F32, KV_D, n_tok);
+    s->x->flags |= TENSOR_FLAG_INPUT;
+    struct tensor *k = op_mul_mat(ctx, wk, s->x); /* [KV_D, n_tok] */
+    struct tensor *k_dst = tensor_view_1d(ctx, k_cache, (int64_t)KV_D * n_tok, (size_t)n_past * k_cache->nb[1]);
+    s->cpy = op_cpy(ctx, tensor_reshape_1d(ctx, k, (int64_t)KV_D * n_tok), k_dst);
+    struct tensor *q = op_mul_mat(ctx, wq, s->x);
+    struct tensor *keys = tensor_view_2d(ctx, k_cache, KV_D, n_past + n_tok, k_cache->nb[1], 0);
+    struct tensor *kq = op_mul_mat(ctx, keys, q); /* [n_past + n_tok, n_tok] */
+    s->out = op_soft_max(ctx, op_scale(ctx, kq, 0.125f), NULL, 1.0f);
+    s->out->flags |= TENSOR_FLAG_OUTPUT;
+    s->g = graph_new(ctx, 64);
+    /* the write into the cache first, then what reads the cache */
+    CHECK(graph_build_forward(s->g, s->cpy) && graph_build_forward(s->g, s->out));
+}
+
+static void test_decode_loop(struct backend *cpu) {
+    /* the "file": two [KV_D, KV_D] F32 matrices at 32-byte aligned offsets */
+    const size_t mat = (size_t)KV_D * KV_D * sizeof(float);
+    const size_t file_size = 32 + 2 * mat;
+    float *file = aligned_alloc(64, (file_size + 63) / 64 * 64);
+    fill_random((float *)((char *)file + 32), 2 * KV_D * KV_D, 42);
+    struct backend_buffer *wbuf = backend_cpu_buffer_from_ptr(file, file_size);
+    backend_buffer_set_usage(wbuf, BUFFER_USAGE_WEIGHTS);
+    struct tensor_ctx *wctx = tensor_ctx_new(4, 0);
+    struct tensor *wk = tensor_new_2d(wctx, GGML_TYPE_F32, KV_D, KV_D);
+    struct tensor *wq = tensor_new_2d(wctx, GGML_TYPE_F32, KV_D, KV_D);
+    CHECK(backend_buffer_place_tensor(wbuf, wk, (char *)file + 32));
+    CHECK(backend_buffer_place_tensor(wbuf, wq, (char *)file + 32 + mat));
+    struct tensor_ctx *kvctx = tensor_ctx_new(1, 0);
+    struct tensor *k_cache = tensor_new_2d(kvctx, GGML_TYPE_F32, KV_D, KV_CTX);
+    struct backend_buffer *kvbuf = backend_alloc_ctx_tensors(kvctx, backend_cpu_buffer_type());
+    CHECK(kvbuf != NULL);
+
+    /* the reference: the same weights and a cache in memory of their own */
+    struct tensor_ctx *rctx = tensor_ctx_new(4, 3 * mat + 4096);
+    struct tensor *rwk = tensor_new_2d(rctx, GGML_TYPE_F32, KV_D, KV_D);
+    struct tensor *rwq = tensor_new_2d(rctx, GGML_TYPE_F32, KV_D, KV_D);
+    struct tensor *rk_cache = tensor_new_2d(rctx, GGML_TYPE_F32, KV_D, KV_CTX);
+    memcpy(rwk->data, wk->data, mat);
+    memcpy(rwq->data, wq->data, mat);
+
+    struct graph_allocr *ga = graph_allocr_new(backend_cpu_buffer_type());
+    {
+        /* worst case: a full batch */
+        struct tensor_ctx *ctx = tensor_ctx_new(32, 0);
+        struct kv_step s;
+        build_kv_step(ctx, wk, wq, k_cache, 0, KV_CTX, &s);
+        CHECK(graph_allocr_reserve(ga, s.g));
+        tensor_ctx_free(ctx);
+    }
+    struct backend_buffer *compute = graph_allocr_buffer(ga, 0);
+    size_t reserved = graph_allocr_reserved_size(ga, 0);
+
+    /* a prompt of 3 tokens, then one token at a time */
+    int n_past = 0;
+    const int n_toks[] = { 3, 1, 1, 1, 1 };
+    for (size_t step = 0; step < sizeof n_toks / sizeof n_toks[0]; step++) {
+        int n_tok = n_toks[step];
+        float x[KV_D * KV_CTX];
+        fill_random(x, (size_t)KV_D * n_tok, 100 + step);
+
+        struct tensor_ctx *rg = tensor_ctx_new(32, 1 << 16);
+        struct kv_step r;
+        build_kv_step(rg, rwk, rwq, rk_cache, n_past, n_tok, &r);
+        memcpy(r.x->data, x, sizeof(float) * KV_D * n_tok);
+        CHECK(backend_graph_compute(cpu, r.g));
+
+        struct tensor_ctx *ctx = tensor_ctx_new(32, 0);
+        struct kv_step s;
+        build_kv_step(ctx, wk, wq, k_cache, n_past, n_tok, &s);
+        CHECK(graph_allocr_alloc_graph(ga, s.g));
+        CHECK(graph_allocr_buffer(ga, 0) == compute && graph_allocr_reserved_size(ga, 0) == reserved);
+        CHECK(s.cpy->data == (char *)k_cache->data + (size_t)n_past * k_cache->nb[1]); /* the cache, not the buffer */
+        CHECK(backend_tensor_set(s.x, x, 0, sizeof(float) * KV_D * n_tok));
+        CHECK(backend_graph_compute(cpu, s.g));
+
+        size_t n = tensor_nbytes(s.out);
+        float got[KV_CTX * KV_CTX];
+        CHECK(n == tensor_nbytes(r.out) && n <= sizeof got);
+        CHECK(backend_tensor_get(s.out, got, 0, n));
+        CHECK_MSG(memcmp(got, r.out->data, n) == 0, "decode step %zu differs from the reference", step);
+        CHECK(memcmp(k_cache->data, rk_cache->data, (size_t)(n_past + n_tok) * k_cache->nb[1]) == 0);
+        n_past += n_tok;
+        tensor_ctx_free(ctx);
+        tensor_ctx_free(rg);
+    }
+
+    graph_allocr_free(ga);
+    tensor_ctx_free(rctx);
+    backend_buffer_free(kvbuf);
+    tensor_ctx_free(kvctx);
+    backend_buffer_free(wbuf);
+    tensor_ctx_free(wctx);
+    free(file);
+}
+
 int main(void) {
     struct backend *cpu = backend_cpu_new(2);
     CHECK(cpu != NULL);
@@ -339,6 +459,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; i++) run_case(cpu, &g_cases[i], &w);
     test_reserve_then_smaller();
     test_nothing_to_place();
+    test_decode_loop(cpu);
     tensor_ctx_free(w.ctx);
     backend_free(cpu);
     return test_finish("test_alloc");

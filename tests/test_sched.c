@@ -143,7 +143,7 @@ struct built {
     struct tensor *n[8];  /* the nodes the checks talk about */
 };
 
-enum { GRAPH_FALLBACK, GRAPH_WEIGHTS_ON_TEST, GRAPH_PINNED };
+enum { GRAPH_FALLBACK, GRAPH_WEIGHTS_ON_TEST, GRAPH_PINNED, GRAPH_LATE_COPY };
 
 /* GRAPH_FALLBACK, backends [TEST, CPU]:
  *   n1 = mul_mat(w, x)           CPU  (TEST cannot)                  split 0
@@ -163,7 +163,15 @@ enum { GRAPH_FALLBACK, GRAPH_WEIGHTS_ON_TEST, GRAPH_PINNED };
  *   n1 = mul_mat(w, x)           CPU0                                 split 0
  *   n2 = add(n1, b); n3 = silu(n2)  CPU1 (b's memory serves both)    split 1: copy n1
  *   n4 = mul(n3, n1)             CPU0 (n1 still alive from split 0)   split 2: copy n3
- *   3 splits, 2 copies. */
+ *   3 splits, 2 copies.
+ * GRAPH_LATE_COPY, backends [TEST, CPU]: n1 has a consumer in its own split
+ * and one three splits later; it must stay alive until that copy is made.
+ *   n1 = mul_mat(w, x); n2 = silu(n1)   CPU                          split 0
+ *   n3 = mul(n2, n2)                    TEST                         split 1: copy n2
+ *   n4 = silu(n3)                       CPU (n1's memory is not free) split 2: copy n3
+ *   n5 = add(n4, n1)                    TEST                         split 3: copy n4, copy n1
+ *   out = silu(n5)                      CPU                          split 4: copy n5
+ *   5 splits, 5 copies; TEST computes n3 and n5. */
 static struct graph *build(struct tensor_ctx *ctx, const struct weights *w, int kind, int n_tok, struct built *b) {
     memset(b, 0, sizeof *b);
     b->x = tensor_new_2d(ctx, GGML_TYPE_F32, N_IN, n_tok);
@@ -187,6 +195,13 @@ static struct graph *build(struct tensor_ctx *ctx, const struct weights *w, int 
         struct tensor *n3 = op_silu(ctx, n2);
         out = op_mul(ctx, n3, n3);
         b->n[1] = n1, b->n[2] = n2, b->n[3] = n3, b->n[4] = out;
+    } else if (kind == GRAPH_LATE_COPY) {
+        struct tensor *n2 = op_silu(ctx, n1);
+        struct tensor *n3 = op_mul(ctx, n2, n2);
+        struct tensor *n4 = op_silu(ctx, n3);
+        struct tensor *n5 = op_add(ctx, n4, n1);
+        out = op_silu(ctx, n5);
+        b->n[1] = n1, b->n[5] = n5;
     } else {
         struct tensor *n2 = op_add(ctx, n1, w->b);
         struct tensor *n3 = op_silu(ctx, n2);
@@ -343,6 +358,7 @@ int main(void) {
 
     struct backend *test_first[2] = { tb, cpu };
     run("fallback", test_first, 2, GRAPH_FALLBACK, NULL, (struct expect){ 5, 5, 2 });
+    run("late copy", test_first, 2, GRAPH_LATE_COPY, NULL, (struct expect){ 5, 5, 2 });
     struct backend *cpu_first[2] = { cpu, tb };
     run("weights on test", cpu_first, 2, GRAPH_WEIGHTS_ON_TEST, NULL, (struct expect){ 3, 2, 1 });
     struct backend *two_cpus[2] = { cpu, cpu1 };
