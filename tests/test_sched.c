@@ -311,6 +311,12 @@ static void run(const char *name, struct backend **backends, int n_backends, int
     float got[N_OUT * 8];
     CHECK(backend_tensor_get(b.out, got, 0, sizeof(float) * N_OUT * n_tok));
     CHECK_MSG(memcmp(got, ref, sizeof(float) * N_OUT * n_tok) == 0, "%s: result differs from one CPU", name);
+    /* computing the placed graph again (inputs set again: their memory was reused) gives the same */
+    memset(got, 0, sizeof got);
+    fill_inputs(&b, n_tok, x, y);
+    CHECK(backend_sched_graph_compute(sched, g));
+    CHECK(backend_tensor_get(b.out, got, 0, sizeof(float) * N_OUT * n_tok));
+    CHECK(memcmp(got, ref, sizeof(float) * N_OUT * n_tok) == 0);
 
     if (kind == GRAPH_FALLBACK) {
         CHECK(backend_sched_tensor_backend(sched, b.n[1]) == backends[1]);
@@ -345,6 +351,8 @@ static void test_errors(struct backend *cpu, struct backend *tb) {
     CHECK(graph_build_forward(g, s));
     CHECK(!backend_sched_alloc_graph(sched, g)); /* nobody computes silu */
     CHECK(strstr(error_last(), "no backend") != NULL);
+    CHECK(!backend_sched_graph_compute(sched, g)); /* not placed */
+    CHECK(strstr(error_last(), "alloc_graph") != NULL);
     CHECK(!backend_sched_set_tensor_backend(sched, s, tb));
     CHECK(!backend_sched_set_tensor_backend(sched, s, cpu)); /* not one of its backends */
     backend_sched_free(sched);

@@ -417,7 +417,10 @@ bool backend_sched_alloc_graph(struct backend_sched *sched, struct graph *g) {
 }
 
 bool backend_sched_graph_compute(struct backend_sched *sched, struct graph *g) {
-    if (sched->prepared != g && !backend_sched_alloc_graph(sched, g)) return false;
+    if (sched->prepared != g) {
+        error_set("scheduler: compute a graph after backend_sched_alloc_graph placed it");
+        return false;
+    }
     for (int s = 0; s < sched->n_splits; s++) {
         const struct sched_split *split = &sched->splits[s];
         struct backend *backend = sched->backends[split->backend_id];

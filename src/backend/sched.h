@@ -52,8 +52,10 @@ bool backend_sched_set_tensor_backend(struct backend_sched *sched, struct tensor
 bool backend_sched_reserve(struct backend_sched *sched, struct graph *g);
 /* Assigns, splits and places g's tensors (inputs included: set them next). */
 bool backend_sched_alloc_graph(struct backend_sched *sched, struct graph *g);
-/* Computes g (allocating it first unless it is the graph alloc_graph last
- * prepared). False (error_set) if a backend fails or is aborted. */
+/* Computes g, which must be the graph alloc_graph placed last. It may be
+ * computed again after setting its inputs again (an input's memory is reused
+ * once it has been read). False (error_set) otherwise, or if a backend fails
+ * or is aborted. */
 bool backend_sched_graph_compute(struct backend_sched *sched, struct graph *g);
 
 /* About the last graph split: */

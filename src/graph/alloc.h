@@ -17,7 +17,8 @@
  *     flagged INPUT or OUTPUT (a view source qualifies when the view starts at
  *     its beginning and is its only view); the kernels allow dst == src;
  *   - tensors that already have data (weights, the KV cache, views of them)
- *     are left alone; OUTPUT-flagged tensors are never freed.
+ *     are left alone; OUTPUT-flagged tensors are never freed. Inputs are
+ *     freed once read, so set them again before computing a graph again.
  *
  * reserve() plans a graph without touching it and sizes (allocates) the
  * buffers; alloc_graph() plans again and points every tensor into the
