@@ -2,16 +2,30 @@
  * GGUF files: a reader over a read-only buffer (usually a file mapping) and a
  * writer.
  *
- * The reader validates the whole header when it opens a file: versions 2 and
- * 3 only, every count, length and offset bounds-checked with overflow-safe
- * arithmetic, n_dims <= 4, element types valid, tensor data inside the file
- * and aligned, alignment a power of two, no duplicate keys or tensor names.
- * A file that passes open() can be queried without further checks. Failures
- * return NULL/false and explain themselves through error_set().
+ * The reader validates the whole header when it opens a file, so a file that
+ * opens can be queried without further checks:
+ *   - magic "GGUF"; versions 2 and 3 (same layout). Version 1 is refused
+ *     ("GGUF version 1 is not supported (too old); re-convert the model"), a
+ *     big-endian file (version field that reads byte-swapped) is refused as
+ *     such, any other version as unsupported;
+ *   - every read stays inside the buffer; counts are capped by what the rest
+ *     of the file could hold before anything is allocated for them; sizes and
+ *     offsets use overflow-checked arithmetic;
+ *   - metadata: known value types, bools 0 or 1, no arrays of arrays, no
+ *     duplicate keys, no NUL bytes inside keys; general.alignment, when
+ *     present, is a u32 power of two (default 32);
+ *   - tensors: unique names without NUL bytes, 0 <= n_dims <= 4 (b1892's
+ *     limit), every ne >= 1 with a product that fits int64, a valid element
+ *     type, ne[0] a multiple of its block size, data offset a multiple of the
+ *     alignment and [offset, offset + size) inside the file's data section.
+ * Failures return NULL/false and explain themselves through error_set()
+ * (prefixed with the file name for gguf_open_file).
  *
  * Strings handed out by the reader are NUL-terminated copies owned by the
  * reader (GGUF strings are length-prefixed and may contain NUL bytes; the
- * length getters give the real length).
+ * length getters give the real length). Index functions return NULL, 0 or
+ * GGUF_TYPE_COUNT for an index out of range. A reader is read-only after
+ * open and may be shared between threads.
  */
 #ifndef LLAMAC_GGUF_GGUF_H
 #define LLAMAC_GGUF_GGUF_H
@@ -56,7 +70,7 @@ struct gguf_tensor_info {
     const char *name;
     enum ggml_type type;
     uint32_t n_dims;
-    int64_t ne[GGUF_MAX_DIMS];  /* elements per dimension; unused dims are 1 */
+    int64_t ne[GGUF_MAX_DIMS];  /* elements per dimension (>= 1); unused dims are 1 */
     uint64_t offset;            /* relative to the start of the data section */
     size_t size;                /* bytes of data */
     const void *data;           /* points into the reader's buffer */
