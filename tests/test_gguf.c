@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <ftw.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/file_map.h"
@@ -424,6 +425,67 @@ static void test_fuzz_corpus(void) {
     }
 }
 
+/* ---- llamac info --------------------------------------------------------------- */
+
+/* Runs a shell command; returns its exit status and its stdout+stderr in out. */
+static int run_command(const char *cmd, char *out, size_t size) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static bool has_line(const char *text, const char *prefix, const char *rest) {
+    for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+        if (strncmp(line, prefix, strlen(prefix)) != 0) continue;
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        char buf[512];
+        snprintf(buf, sizeof buf, "%.*s", (int)len, line);
+        /* compare with runs of spaces collapsed, so column widths may change */
+        char squeezed[512];
+        size_t k = 0;
+        for (const char *c = buf + strlen(prefix); *c && k + 1 < sizeof squeezed; c++) {
+            if (*c == ' ' && (k == 0 || squeezed[k - 1] == ' ')) continue;
+            squeezed[k++] = *c;
+        }
+        squeezed[k] = '\0';
+        if (strcmp(squeezed, rest) == 0) return true;
+    }
+    return false;
+}
+
+static void test_info_command(void) {
+    static char out[1 << 16];
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s/llamac info %s 2>&1", LLAMAC_BINARY_DIR, test_require_shared("models/stories260K-Q8_0.gguf"));
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
+    CHECK(has_line(out, "version:", "3"));
+    CHECK(has_line(out, "alignment:", "32"));
+    CHECK(has_line(out, "data offset:", "14240"));
+    CHECK(has_line(out, "metadata:", "21 keys"));
+    CHECK(has_line(out, "  tokenizer.ggml.tokens", "arr[str] 512 [\"<unk>\", \"<s>\", \"</s>\", \"<0x00>\", \"<0x01>\", \"<0x02>\", \"<0x03>\", \"<0x04>\", ...]"));
+    CHECK(has_line(out, "  general.architecture", "str \"llama\""));
+    CHECK(has_line(out, "  llama.attention.layer_norm_rms_epsilon", "f32 0.000010"));
+    CHECK(has_line(out, "  general.file_type", "u32 7"));
+    CHECK(has_line(out, "tensors:", "48"));
+    CHECK(has_line(out, "      9", "blk.0.ffn_down.weight f32 [172, 64] 94912 44032"));
+    CHECK(has_line(out, "     47", "blk.4.ffn_norm.weight f32 [64] 474752 256"));
+    CHECK(has_line(out, "total:", "48 tensors, 292800 elements, 474848 bytes of tensor data"));
+
+    /* a bad file: one line, status 1 */
+    FILE *f = fopen(tmp_path(), "wb");
+    fwrite("GGUF\x01\0\0\0", 1, 8, f);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "%s/llamac info %s 2>&1", LLAMAC_BINARY_DIR, tmp_path());
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
+    char expect[256];
+    snprintf(expect, sizeof expect, "llamac info: %s: GGUF version 1 is not supported (too old); re-convert the model\n", tmp_path());
+    CHECK_STR_EQ(out, expect);
+}
+
 static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
     (void)level; (void)text; (void)user_data;
 }
@@ -441,6 +503,7 @@ int main(void) {
     test_getters_real_file();
     test_golden_metadata();
     test_round_trip_all_models();
+    test_info_command();
     unlink(tmp_path());
     return test_finish("test_gguf");
 }

@@ -93,8 +93,7 @@ static void print_metadata(const struct gguf_reader *r) {
 static void print_tensors(const struct gguf_reader *r) {
     printf("tensors:     %" PRId64 "\n", gguf_n_tensors(r));
     printf("  %5s  %-32s %-8s %-28s %12s %12s\n", "#", "name", "type", "shape", "offset", "bytes");
-    int64_t n_elements = 0;
-    uint64_t n_bytes = 0;
+    uint64_t n_elements = 0, n_bytes = 0;
     for (int64_t i = 0; i < gguf_n_tensors(r); i++) {
         const struct gguf_tensor_info *t = gguf_tensor(r, i);
         char shape[128];
@@ -107,10 +106,10 @@ static void print_tensors(const struct gguf_reader *r) {
         for (int d = 0; d < GGUF_MAX_DIMS; d++) elements *= t->ne[d];  /* the reader checked the product */
         printf("  %5" PRId64 "  %-32s %-8s %-28s %12" PRIu64 " %12zu\n", i, t->name, type_name(t->type), shape,
                t->offset, t->size);
-        n_elements += elements;
+        n_elements += (uint64_t)elements;
         n_bytes += t->size;
     }
-    printf("total:       %" PRId64 " tensors, %" PRId64 " elements, %" PRIu64 " bytes of tensor data\n",
+    printf("total:       %" PRId64 " tensors, %" PRIu64 " elements, %" PRIu64 " bytes of tensor data\n",
            gguf_n_tensors(r), n_elements, n_bytes);
 }
 
