@@ -195,7 +195,7 @@ static void test_special_partition(const struct vocab *v) {
 
 static void test_round_trips(const struct vocab *v) {
     CHECK_EQ_INT(check_token_round_trip(v), 0);
-    CHECK_EQ_INT(check_codepoint_round_trip(v, 17), 0);
+    CHECK_EQ_INT(check_codepoint_round_trip(v, 1), 0);
 }
 
 static void test_contract(const struct vocab *v) {
@@ -205,8 +205,10 @@ static void test_contract(const struct vocab *v) {
     CHECK_EQ_INT(vocab_tokenize(v, NULL, 0, true, false, ids, 4), 1);
     CHECK_EQ_INT(ids[0], 1);
     CHECK_EQ_INT(vocab_tokenize(v, NULL, 0, true, false, ids, 0), -1);
-    /* n_max negative counts as 0 */
+    /* n_max negative, or no buffer, counts as 0 */
     CHECK_EQ_INT(vocab_tokenize(v, "Once", 4, false, false, ids, -5), -1);
+    CHECK_EQ_INT(vocab_tokenize(v, "Once", 4, true, false, NULL, 10), -2);
+    CHECK_EQ_INT(vocab_token_to_piece(v, 403, NULL, 10), -5);
     /* errors */
     CHECK_EQ_INT(vocab_tokenize(v, NULL, 3, false, false, ids, 4), VOCAB_TOKENIZE_ERROR);
     CHECK_EQ_INT(vocab_tokenize(v, "x", VOCAB_MAX_TEXT_LEN + 1, false, false, ids, 4), VOCAB_TOKENIZE_ERROR);

@@ -137,7 +137,7 @@ int32_t vocab_tokenize(const struct vocab *v, const char *text, size_t len,
     int32_t result;
     if (!ok) {
         result = VOCAB_TOKENIZE_ERROR;
-    } else if (buf.n > (size_t)(n_max < 0 ? 0 : n_max)) {
+    } else if (buf.n > (size_t)(n_max < 0 || !out ? 0 : n_max)) {
         result = -(int32_t)buf.n;
     } else {
         if (buf.n) {

@@ -25,7 +25,7 @@
 #include <string.h>
 
 struct bpe_char {
-    size_t off;   /* into the normalised text */
+    uint32_t off; /* into the normalised text (len <= VOCAB_MAX_TEXT_LEN) */
     uint8_t len;
     uint8_t cls;  /* enum unicode_class */
 };
@@ -234,7 +234,7 @@ static bool split_chars(const char *text, size_t len, struct bpe_char **chars_ou
         }
         memcpy(norm + o, enc, k);
         chars[n++] = (struct bpe_char){
-            .off = o,
+            .off = (uint32_t)o,
             .len = (uint8_t)k,
             .cls = (uint8_t)(cp == UINT32_MAX ? UNICODE_CLASS_OTHER : unicode_cpt_class(cp)),
         };

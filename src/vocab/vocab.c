@@ -664,7 +664,7 @@ const char *vocab_token_piece(const struct vocab *v, int32_t id, size_t *len) {
 int32_t vocab_token_to_piece(const struct vocab *v, int32_t id, char *buf, int32_t size) {
     size_t len;
     const char *piece = vocab_token_piece(v, id, &len);
-    if ((size_t)(size < 0 ? 0 : size) < len) {
+    if ((size_t)(size < 0 || !buf ? 0 : size) < len) {
         return -(int32_t)len;
     }
     memcpy(buf, piece, len);

@@ -136,8 +136,8 @@ const int32_t *vocab_special_tokens(const struct vocab *v, int32_t *n);
 /*
  * Tokenizes text[0..len) (any bytes, NUL included). With add_bos the BOS id
  * comes first (if the vocabulary has one). Returns the number of tokens and
- * writes them to out when n_max is large enough; otherwise writes nothing
- * and returns minus the number needed. Returns VOCAB_TOKENIZE_ERROR (with
+ * writes them to out when n_max is large enough; otherwise (also when out is
+ * NULL) writes nothing and returns minus the number needed. Returns VOCAB_TOKENIZE_ERROR (with
  * error_set) when len > VOCAB_MAX_TEXT_LEN, text is NULL with len > 0, or
  * memory runs out.
  *
@@ -163,7 +163,7 @@ int32_t vocab_tokenize(const struct vocab *v, const char *text, size_t len,
 const char *vocab_token_piece(const struct vocab *v, int32_t id, size_t *len);
 
 /* Copies the piece into buf without a NUL: returns its length, or minus its
- * length (writing nothing) when `size` is smaller. */
+ * length (writing nothing) when `size` is smaller or buf is NULL. */
 int32_t vocab_token_to_piece(const struct vocab *v, int32_t id, char *buf, int32_t size);
 
 #endif
