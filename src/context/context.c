@@ -5,6 +5,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
 #include "context/compute.h"
 #include "core/cpu_features.h"
 #include "core/log.h"
@@ -179,5 +180,6 @@ void context_free(struct llama_context *ctx) {
     free(ctx->scratch.n_seq_id);
     free(ctx->scratch.seq_id);
     free(ctx->scratch.out_ids);
+    sample_workspace_free(&ctx->sample_ws);
     free(ctx);
 }

@@ -14,6 +14,7 @@
 #include "model/llama_graph.h"
 #include "model/model.h"
 #include "sample/rng.h"
+#include "sample/sampling.h"
 
 struct context_compute; /* backend, allocator and graph arena (context/compute.c) */
 
@@ -57,6 +58,7 @@ struct llama_context {
     float *embedding_out;   /* n_embd when `embedding`, else NULL */
 
     struct rng_mt19937 rng;
+    struct sample_workspace sample_ws; /* scratch for the samplers, reused */
 
     /* optional: polled during compute; true stops the decode */
     bool (*abort_callback)(void *data);
