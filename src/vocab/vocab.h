@@ -101,7 +101,7 @@ void vocab_free(struct vocab *v);
 
 enum llama_vocab_type vocab_type(const struct vocab *v);
 int32_t vocab_n_tokens(const struct vocab *v);
-int32_t vocab_n_merges(const struct vocab *v);
+int32_t vocab_n_merges(const struct vocab *v); /* BPE: lines of tokenizer.ggml.merges; SPM: 0 */
 const char *vocab_token_text(const struct vocab *v, int32_t id); /* NUL-terminated */
 size_t vocab_token_text_len(const struct vocab *v, int32_t id);
 float vocab_token_score(const struct vocab *v, int32_t id);
