@@ -137,7 +137,7 @@ enum defect {
     DEFECT_BAD_BOS_ID,
 };
 
-static struct vocab *load_written(enum defect defect) {
+static struct gguf_writer *spm_writer(enum defect defect) {
     static const char *const tokens[] = { "<unk>", "<s>", "</s>", "<0x0A>", "a", "\xE2\x96\x81" "a" };
     static const float scores[] = { 0, 0, 0, 0, -1, -2 };
     static const int32_t types[] = { 2, 3, 3, 6, 1, 1 };
@@ -177,6 +177,11 @@ static struct vocab *load_written(enum defect defect) {
     } else {
         gguf_set_bool(w, "tokenizer.ggml.add_bos_token", true);
     }
+    return w;
+}
+
+static struct vocab *load_written(enum defect defect) {
+    struct gguf_writer *w = spm_writer(defect);
     CHECK(gguf_write_file(w, g_tmp));
     gguf_writer_free(w);
     struct gguf_reader *r = gguf_open_file(g_tmp, false);
@@ -187,11 +192,6 @@ static struct vocab *load_written(enum defect defect) {
 }
 
 static void test_written_files(void) {
-    snprintf(g_tmp, sizeof g_tmp, "/tmp/test_vocab_gguf_XXXXXX");
-    int fd = mkstemp(g_tmp);
-    CHECK(fd >= 0);
-    close(fd);
-
     struct vocab *v = load_written(DEFECT_NONE);
     CHECK(v != NULL);
     if (v) {
@@ -241,12 +241,74 @@ static void test_written_files(void) {
                   error_last());
         vocab_free(v);
     }
-    unlink(g_tmp);
+}
+
+/* ---- the fuzzer's seed corpus ----------------------------------------------- */
+
+#define CORPUS_DIR LLAMAC_SOURCE_DIR "/fuzz/corpus/vocab_gguf"
+
+/* GPT-2 style: a few byte tokens (a, b, c, space as U+0120, newline as U+010A,
+ * 0xC4 as U+00C4: b1892 finds the newline token by tokenizing the text U+010A,
+ * whose first byte is 0xC4), two merges, <|endoftext|>. */
+static struct gguf_writer *bpe_writer(void) {
+    static const char *const tokens[] = { "a", "b", "c", "\xC4\xA0", "\xC4\x8A", "ab", "\xC4\xA0" "a", "<|endoftext|>",
+                                          "\xC3\x84" };
+    static const int32_t types[] = { 1, 1, 1, 1, 1, 1, 1, 3, 1 };
+    static const char *const merges[] = { "a b", "\xC4\xA0 a" };
+    struct gguf_writer *w = gguf_writer_new();
+    gguf_set_str(w, "tokenizer.ggml.model", "gpt2");
+    gguf_set_arr_str(w, "tokenizer.ggml.tokens", tokens, 9);
+    gguf_set_arr_data(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, types, 9);
+    gguf_set_arr_str(w, "tokenizer.ggml.merges", merges, 2);
+    gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 7);
+    gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 7);
+    return w;
+}
+
+static bool files_equal(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    char *da = test_read_file(a, &na), *db = test_read_file(b, &nb);
+    bool same = da && db && na == nb && memcmp(da, db, na) == 0;
+    free(da);
+    free(db);
+    return same;
+}
+
+static void test_fuzz_corpus(void) {
+    const char *out_dir = getenv("LLAMAC_WRITE_FUZZ_CORPUS"); /* regenerate: set to the corpus dir */
+    for (int k = 0; k < 2; k++) {
+        struct gguf_writer *w = k == 0 ? spm_writer(DEFECT_NONE) : bpe_writer();
+        char path[4096];
+        snprintf(path, sizeof path, "%s/seed-%s.gguf", out_dir ? out_dir : CORPUS_DIR, k == 0 ? "spm" : "bpe");
+        if (out_dir) {
+            CHECK(gguf_write_file(w, path));
+        }
+        CHECK(gguf_write_file(w, g_tmp));
+        CHECK_MSG(files_equal(path, g_tmp), "%s is stale (regenerate with LLAMAC_WRITE_FUZZ_CORPUS)", path);
+        gguf_writer_free(w);
+        struct gguf_reader *r = gguf_open_file(path, false);
+        struct vocab *v = r ? vocab_load_gguf(r) : NULL;
+        CHECK_MSG(v != NULL, "%s: %s", path, error_last());
+        if (v && k == 1) {
+            int32_t ids[8];
+            CHECK_EQ_INT(vocab_tokenize(v, "ab a\n", 5, false, false, ids, 8), 3);
+            CHECK(ids[0] == 5 && ids[1] == 6 && ids[2] == 4);
+            CHECK_EQ_INT(vocab_nl(v), 8);
+        }
+        vocab_free(v);
+        gguf_close(r);
+    }
 }
 
 int main(void) {
+    snprintf(g_tmp, sizeof g_tmp, "/tmp/test_vocab_gguf_XXXXXX");
+    int fd = mkstemp(g_tmp);
+    CHECK(fd >= 0);
+    close(fd);
     test_llama32k();
     test_stories();
     test_written_files();
+    test_fuzz_corpus();
+    unlink(g_tmp);
     return test_finish("test_vocab_gguf");
 }

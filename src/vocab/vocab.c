@@ -374,7 +374,9 @@ static void resolve_special_ids(struct vocab *v, const struct vocab_desc *d) {
         int32_t id = defaults[i];
         int64_t given = d->special_ids[i];
         if (given != VOCAB_ID_DEFAULT) {
-            if (given >= 0 && given < v->n_tokens) {
+            if (given == -1 || given == 0xFFFFFFFFll) {
+                id = -1; /* u32 -1: "no such token", as b1892 reads it */
+            } else if (given >= 0 && given < v->n_tokens) {
                 id = (int32_t)given;
             } else {
                 LOG_WARN("vocab: bad %s token id %lld, using the default %d\n", k_special_names[i],

@@ -101,7 +101,7 @@ void vocab_free(struct vocab *v);
 
 enum llama_vocab_type vocab_type(const struct vocab *v);
 int32_t vocab_n_tokens(const struct vocab *v);
-int32_t vocab_n_merges(const struct vocab *v);
+int32_t vocab_n_merges(const struct vocab *v); /* BPE: lines of tokenizer.ggml.merges; SPM: 0 */
 const char *vocab_token_text(const struct vocab *v, int32_t id); /* NUL-terminated */
 size_t vocab_token_text_len(const struct vocab *v, int32_t id);
 float vocab_token_score(const struct vocab *v, int32_t id);
@@ -158,7 +158,8 @@ int32_t vocab_tokenize(const struct vocab *v, const char *text, size_t len,
  * unknown -> U+2585; control -> empty; byte <0xXX> -> that byte.
  * BPE: normal -> text mapped back through GPT-2's byte map (a character
  * outside the map is kept as is, where b1892 throws); others -> empty.
- * Out-of-range id -> empty.
+ * Out-of-range id -> empty. The bytes are not NUL-terminated; they live as
+ * long as the vocabulary.
  */
 const char *vocab_token_piece(const struct vocab *v, int32_t id, size_t *len);
 
