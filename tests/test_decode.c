@@ -173,6 +173,60 @@ static void test_vocab_only(void) {
     llama_free_model(m);
 }
 
+struct beam_result {
+    llama_token tokens[64];
+    size_t n;
+    int calls;
+    bool saw_last;
+};
+
+/* Collects committed prefixes, as b1892's beam-search example does. */
+static void on_beams(void *data, struct llama_beams_state st) {
+    struct beam_result *r = data;
+    r->calls++;
+    if (st.last_call) {
+        r->saw_last = true;
+        for (size_t i = 0; i < st.beam_views[0].n_tokens && r->n < 64; i++) r->tokens[r->n++] = st.beam_views[0].tokens[i];
+        return;
+    }
+    for (size_t i = 0; i < st.common_prefix_length && r->n < 64; i++) r->tokens[r->n++] = st.beam_views[0].tokens[i];
+}
+
+/* One beam is greedy decoding; more beams find a sequence at least as likely. */
+static void test_beam_search(void) {
+    llama_token toks[64];
+    int n = tokenize("Once upon a time", toks, 64);
+    struct llama_context *ctx = new_ctx(128, 64);
+    CHECK(llama_decode(ctx, llama_batch_get_one(toks, n, 0, 0)) == 0);
+    struct beam_result one = { .n = 0 };
+    llama_beam_search(ctx, on_beams, &one, 1, n, 12);
+    CHECK(one.saw_last && one.calls >= 12);
+    CHECK_EQ_INT(one.n, 12);
+
+    /* greedy reference */
+    llama_kv_cache_clear(ctx);
+    CHECK(llama_decode(ctx, llama_batch_get_one(toks, n, 0, 0)) == 0);
+    llama_token greedy[12];
+    for (int i = 0; i < 12; i++) {
+        llama_token_data cand[512];
+        const float *lg = llama_get_logits(ctx);
+        for (int t = 0; t < g_n_vocab; t++) cand[t] = (llama_token_data){ t, lg[t], 0 };
+        llama_token_data_array arr = { cand, (size_t)g_n_vocab, false };
+        greedy[i] = llama_sample_token_greedy(ctx, &arr);
+        CHECK(llama_decode(ctx, llama_batch_get_one(&greedy[i], 1, n + i, 0)) == 0);
+    }
+    CHECK(memcmp(greedy, one.tokens, sizeof greedy) == 0);
+
+    llama_kv_cache_clear(ctx);
+    CHECK(llama_decode(ctx, llama_batch_get_one(toks, n, 0, 0)) == 0);
+    struct beam_result three = { .n = 0 };
+    llama_beam_search(ctx, on_beams, &three, 3, n, 12);
+    CHECK(three.saw_last && three.n >= 1);
+    llama_beam_search(NULL, on_beams, &three, 3, n, 12); /* invalid: an error, no crash */
+    llama_beam_search(ctx, on_beams, &three, 0, n, 12);
+    llama_free(ctx);
+}
+
 int main(void) {
     llama_backend_init(false);
     g_model = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"), llama_model_default_params());
@@ -183,6 +237,7 @@ int main(void) {
     test_seq_shift();
     test_full_cache_and_bad_input();
     test_vocab_only();
+    test_beam_search();
     llama_free_model(g_model);
     llama_backend_free();
     return test_finish("test_decode");
