@@ -231,7 +231,9 @@ struct grammar_vocab *grammar_vocab_create(const char *const *pieces, const size
     }
     uint32_t n_refs = 0;
     for (int32_t i = 0; i < n_vocab; i++) {
-        memcpy(v->bytes + v->piece_off[i], pieces[i], v->piece_len[i]);
+        if (v->piece_len[i] > 0) {
+            memcpy(v->bytes + v->piece_off[i], pieces[i], v->piece_len[i]);
+        }
         if (v->piece_len[i] > v->max_depth) {
             v->max_depth = v->piece_len[i];
         }
