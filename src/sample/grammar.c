@@ -310,17 +310,41 @@ struct stack_pool {
     uint32_t stamp_closure, stamp_union;
 };
 
+/* Stack sets, interned: a set id stands for a sequence of distinct stack
+ * nodes. Each set remembers where each ASCII character leads (another set
+ * id), so walking text through the grammar is mostly table lookups. */
+struct set_store {
+    struct u32vec members;   /* the sets' node ids, concatenated */
+    uint32_t *off, *len;     /* per set id */
+    uint32_t **ascii_next;   /* per set id: NULL or [128] set ids (SET_UNKNOWN until computed) */
+    uint32_t n, cap;
+    uint32_t *table;         /* hash of the members -> set id; 0 = free slot */
+    uint32_t table_mask;
+    /* steps over other code points: (set << 32 | code point) -> set id */
+    uint64_t *step_keys;     /* STEP_KEY_FREE = free slot */
+    uint32_t *step_vals;
+    uint32_t step_mask, n_steps;
+};
+
+#define SET_EMPTY    0u            /* set 0: no stack (the text cannot continue) */
+#define SET_NONE     UINT32_MAX    /* allocation failed */
+#define SET_UNKNOWN  UINT32_MAX    /* in ascii_next: not computed yet */
+#define SET_TOO_MANY (UINT32_MAX - 1) /* in ascii_next: the step exceeds GRAMMAR_MAX_STACKS */
+#define SETS_COMPACT (1u << 14)    /* sets kept before the store starts over */
+#define SETS_MAX     (1u << 20)    /* sets one operation may create */
+#define STEPS_MEMO_MAX (1u << 20)  /* non-ASCII steps remembered */
+#define STEP_KEY_FREE UINT64_MAX
+
 struct cache_entry {
     bool valid;
-    struct u32vec key; /* sorted node ids of the stack set */
+    uint32_t set;      /* the current stacks' set id */
     struct partial_utf8 partial;
     uint64_t *bits;    /* allowed tokens */
 };
 
-/* Per depth of the prefix-tree walk: the stack set there and the decoder. */
+/* Per depth of the prefix-tree walk: the stack set and the decoder there. */
 struct walk_level {
-    size_t set_off, set_n; /* the set, in grammar->sets */
-    size_t buf_end;        /* where deeper sets may start */
+    uint32_t set;
     struct utf8_decoder dec;
 };
 
@@ -333,13 +357,13 @@ struct llama_grammar {
     uint64_t (*ascii)[2];     /* [n_elems]: for a character element, its class members below 128 */
 
     struct stack_pool pool;
+    struct set_store sets;
     struct u32vec stacks;     /* the current stacks (node ids, distinct) */
     struct partial_utf8 partial;
 
     struct u32vec work;       /* closure work list */
-    struct u32vec sets;       /* stack sets during a walk or an accept */
+    struct u32vec scratch;    /* the set being built by a step */
     struct u32vec cps;        /* code points of the token being accepted */
-    struct u32vec key;        /* sorted current stacks, the cache key */
     struct walk_level *levels;
     size_t n_levels;
 
@@ -848,14 +872,175 @@ static enum step_status node_successors(struct llama_grammar *g, uint32_t s) {
     return STEP_OK;
 }
 
-/* The stacks after matching chr, from the set g->sets[in_off, in_off + n_in),
- * appended (distinct) at the end of g->sets. */
-static enum step_status step_set(struct llama_grammar *g, size_t in_off, size_t n_in, uint32_t chr) {
+static void set_store_free(struct set_store *st) {
+    for (uint32_t i = 0; i < st->n; i++) {
+        free(st->ascii_next[i]);
+    }
+    free(st->members.v);
+    free(st->off);
+    free(st->len);
+    free(st->ascii_next);
+    free(st->table);
+    free(st->step_keys);
+    free(st->step_vals);
+    memset(st, 0, sizeof *st);
+}
+
+static uint32_t set_hash(const uint32_t *ids, size_t n) {
+    uint64_t h = 1469598103934665603ull ^ n;
+    for (size_t i = 0; i < n; i++) {
+        h = (h ^ ids[i]) * 1099511628211ull;
+    }
+    return (uint32_t)(h ^ (h >> 32));
+}
+
+static bool set_store_rehash(struct set_store *st, uint32_t slots) {
+    uint32_t *t = calloc(slots, sizeof *t);
+    if (!t) {
+        return false;
+    }
+    free(st->table);
+    st->table = t;
+    st->table_mask = slots - 1;
+    for (uint32_t id = 1; id < st->n; id++) {
+        uint32_t i = set_hash(st->members.v + st->off[id], st->len[id]) & st->table_mask;
+        while (t[i] != 0) {
+            i = (i + 1) & st->table_mask;
+        }
+        t[i] = id;
+    }
+    return true;
+}
+
+/* An empty store holding only SET_EMPTY. */
+static bool set_store_init(struct set_store *st) {
+    memset(st, 0, sizeof *st);
+    st->cap = 64;
+    st->off = calloc(st->cap, sizeof *st->off);
+    st->len = calloc(st->cap, sizeof *st->len);
+    st->ascii_next = calloc(st->cap, sizeof *st->ascii_next);
+    if (!st->off || !st->len || !st->ascii_next || !set_store_rehash(st, 128)) {
+        set_store_free(st);
+        return false;
+    }
+    st->n = 1;
+    return true;
+}
+
+/* The id of the set with these members (in this order); SET_NONE when out of room. */
+static uint32_t set_intern(struct set_store *st, const uint32_t *ids, size_t n) {
+    if (n == 0) {
+        return SET_EMPTY;
+    }
+    uint32_t i = set_hash(ids, n) & st->table_mask;
+    for (uint32_t id; (id = st->table[i]) != 0; i = (i + 1) & st->table_mask) {
+        if (st->len[id] == n && memcmp(st->members.v + st->off[id], ids, n * sizeof *ids) == 0) {
+            return id;
+        }
+    }
+    if (st->n >= SETS_MAX || !vec_reserve(&st->members, st->members.n + n)) {
+        return SET_NONE;
+    }
+    if (st->n == st->cap) {
+        const uint32_t cap = st->cap * 2;
+        uint32_t *off = realloc(st->off, cap * sizeof *off);
+        if (off) {
+            st->off = off;
+        }
+        uint32_t *len = off ? realloc(st->len, cap * sizeof *len) : NULL;
+        if (len) {
+            st->len = len;
+        }
+        uint32_t **next = len ? realloc(st->ascii_next, cap * sizeof *next) : NULL;
+        if (!next) {
+            return SET_NONE;
+        }
+        st->ascii_next = next;
+        st->cap = cap;
+    }
+    const uint32_t id = st->n++;
+    st->off[id] = (uint32_t)st->members.n;
+    st->len[id] = (uint32_t)n;
+    st->ascii_next[id] = NULL;
+    memcpy(st->members.v + st->members.n, ids, n * sizeof *ids);
+    st->members.n += n;
+    st->table[i] = id;
+    if ((uint64_t)st->n * 2 > (uint64_t)st->table_mask + 1 && !set_store_rehash(st, (st->table_mask + 1) * 2)) {
+        st->table[i] = 0;
+        st->n--;
+        st->members.n -= n;
+        return SET_NONE;
+    }
+    return id;
+}
+
+static inline uint32_t step_slot(uint64_t key, uint32_t mask) {
+    return (uint32_t)((key * 0x9E3779B97F4A7C15ull) >> 32) & mask;
+}
+
+/* The remembered step for key, or SET_UNKNOWN. */
+static uint32_t step_memo_get(const struct set_store *st, uint64_t key) {
+    if (!st->step_keys) {
+        return SET_UNKNOWN;
+    }
+    for (uint32_t i = step_slot(key, st->step_mask);; i = (i + 1) & st->step_mask) {
+        if (st->step_keys[i] == key) {
+            return st->step_vals[i];
+        }
+        if (st->step_keys[i] == STEP_KEY_FREE) {
+            return SET_UNKNOWN;
+        }
+    }
+}
+
+/* Remembers a step (best effort: a full or failed table just forgets). */
+static void step_memo_put(struct set_store *st, uint64_t key, uint32_t value) {
+    if (st->n_steps >= STEPS_MEMO_MAX) {
+        return;
+    }
+    if (!st->step_keys || (st->n_steps + 1) * 2 > st->step_mask + 1) {
+        const uint32_t slots = st->step_keys ? (st->step_mask + 1) * 2 : 1024;
+        uint64_t *keys = malloc(slots * sizeof *keys);
+        uint32_t *vals = malloc(slots * sizeof *vals);
+        if (!keys || !vals) {
+            free(keys);
+            free(vals);
+            return;
+        }
+        memset(keys, 0xFF, slots * sizeof *keys);
+        for (uint32_t i = 0; st->step_keys && i <= st->step_mask; i++) {
+            if (st->step_keys[i] != STEP_KEY_FREE) {
+                uint32_t j = step_slot(st->step_keys[i], slots - 1);
+                while (keys[j] != STEP_KEY_FREE) {
+                    j = (j + 1) & (slots - 1);
+                }
+                keys[j] = st->step_keys[i];
+                vals[j] = st->step_vals[i];
+            }
+        }
+        free(st->step_keys);
+        free(st->step_vals);
+        st->step_keys = keys;
+        st->step_vals = vals;
+        st->step_mask = slots - 1;
+    }
+    uint32_t i = step_slot(key, st->step_mask);
+    while (st->step_keys[i] != STEP_KEY_FREE) {
+        i = (i + 1) & st->step_mask;
+    }
+    st->step_keys[i] = key;
+    st->step_vals[i] = value;
+    st->n_steps++;
+}
+
+/* The stacks after matching chr from the stacks in[0..n_in) (which must not
+ * live in g->scratch), distinct, in g->scratch. */
+static enum step_status step_union(struct llama_grammar *g, const uint32_t *in, size_t n_in, uint32_t chr) {
     struct stack_pool *p = &g->pool;
     const uint32_t stamp = next_stamp(&p->stamp_union, p->mark_union, p->n);
-    const size_t out_base = g->sets.n;
+    g->scratch.n = 0;
     for (size_t i = 0; i < n_in; i++) {
-        const uint32_t s = g->sets.v[in_off + i];
+        const uint32_t s = in[i];
         if (s == NODE_EMPTY || !match_char(g, p->top[s], chr)) {
             continue;
         }
@@ -870,10 +1055,10 @@ static enum step_status step_set(struct llama_grammar *g, size_t in_off, size_t 
                 continue;
             }
             p->mark_union[t] = stamp;
-            if (!vec_push(&g->sets, t)) {
+            if (!vec_push(&g->scratch, t)) {
                 return STEP_POOL_FULL;
             }
-            if (g->sets.n - out_base > GRAMMAR_MAX_STACKS) {
+            if (g->scratch.n > GRAMMAR_MAX_STACKS) {
                 return STEP_TOO_MANY;
             }
         }
@@ -881,29 +1066,73 @@ static enum step_status step_set(struct llama_grammar *g, size_t in_off, size_t 
     return STEP_OK;
 }
 
+/* The set after matching chr from set `set` (SET_EMPTY when no stack
+ * survives); steps are remembered (a table per set for ASCII, a hash for
+ * the rest). */
+static enum step_status step_set(struct llama_grammar *g, uint32_t set, uint32_t chr, uint32_t *out) {
+    struct set_store *st = &g->sets;
+    if (set == SET_EMPTY) {
+        *out = SET_EMPTY;
+        return STEP_OK;
+    }
+    uint32_t *next = NULL;
+    const uint64_t key = (uint64_t)set << 32 | chr;
+    uint32_t known;
+    if (chr < 128) {
+        next = st->ascii_next[set];
+        if (!next) {
+            next = malloc(128 * sizeof *next);
+            if (!next) {
+                return STEP_POOL_FULL;
+            }
+            memset(next, 0xFF, 128 * sizeof *next); /* SET_UNKNOWN */
+            st->ascii_next[set] = next;
+        }
+        known = next[chr];
+    } else {
+        known = step_memo_get(st, key);
+    }
+    if (known == SET_TOO_MANY) {
+        return STEP_TOO_MANY;
+    }
+    if (known != SET_UNKNOWN) {
+        *out = known;
+        return STEP_OK;
+    }
+    enum step_status status = step_union(g, st->members.v + st->off[set], st->len[set], chr);
+    uint32_t id = SET_TOO_MANY;
+    if (status == STEP_OK) {
+        id = set_intern(st, g->scratch.v, g->scratch.n);
+        if (id == SET_NONE) {
+            return STEP_POOL_FULL;
+        }
+    } else if (status != STEP_TOO_MANY) {
+        return status;
+    }
+    if (next) {
+        next[chr] = id;
+    } else {
+        step_memo_put(st, key, id);
+    }
+    *out = id;
+    return status;
+}
+
 /* Whether some non-empty stack of the set accepts a sequence that starts
  * with the partial bytes (b1892's check for a token ending mid-character). */
-static bool set_matches_partial(const struct llama_grammar *g, size_t off, size_t n, struct partial_utf8 partial) {
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t s = g->sets.v[off + i];
-        if (s != NODE_EMPTY && match_partial_char(g, g->pool.top[s], partial)) {
+static bool set_matches_partial(const struct llama_grammar *g, uint32_t set, struct partial_utf8 partial) {
+    const uint32_t *ids = g->sets.members.v + g->sets.off[set];
+    for (uint32_t i = 0; i < g->sets.len[set]; i++) {
+        if (ids[i] != NODE_EMPTY && match_partial_char(g, g->pool.top[ids[i]], partial)) {
             return true;
         }
     }
     return false;
 }
 
-static bool set_load_current(struct llama_grammar *g) {
-    if (!vec_reserve(&g->sets, g->stacks.n)) {
-        return false;
-    }
-    memcpy(g->sets.v, g->stacks.v, g->stacks.n * sizeof *g->stacks.v);
-    g->sets.n = g->stacks.n;
-    return true;
-}
-
 static void pool_full_error(void) {
-    error_set("grammar: parse stacks need more than %u nodes (or memory ran out)", GRAMMAR_POOL_MAX);
+    error_set("grammar: parse stacks need more than %u nodes or %u sets (or memory ran out)", GRAMMAR_POOL_MAX,
+              SETS_MAX);
 }
 
 bool grammar_allows_eos(const struct llama_grammar *g) {
@@ -915,14 +1144,12 @@ bool grammar_allows_eos(const struct llama_grammar *g) {
     return false;
 }
 
-/* Does the grammar accept this token's piece (not EOS, piece not empty)? */
-static enum step_status token_check(struct llama_grammar *g, const struct grammar_vocab *v, llama_token id,
-                                    bool *allowed) {
+/* Does the grammar accept this token's piece (not EOS, piece not empty),
+ * starting from the current stacks (set `current`)? */
+static enum step_status token_check(struct llama_grammar *g, const struct grammar_vocab *v, uint32_t current,
+                                    llama_token id, bool *allowed) {
     *allowed = false;
-    if (!set_load_current(g)) {
-        return STEP_POOL_FULL;
-    }
-    size_t in_n = g->sets.n;
+    uint32_t set = current;
     struct utf8_decoder dec = utf8_start(g->partial);
     const uint8_t *bytes = (const uint8_t *)v->bytes + v->piece_off[id];
     for (uint32_t i = 0; i < v->piece_len[id]; i++) {
@@ -932,26 +1159,21 @@ static enum step_status token_check(struct llama_grammar *g, const struct gramma
             return STEP_OK;
         }
         if (r == UTF8_CODE_POINT) {
-            enum step_status st = step_set(g, 0, in_n, cp);
-            if (st != STEP_OK) {
+            enum step_status st = step_set(g, set, cp, &set);
+            if (st != STEP_OK || set == SET_EMPTY) {
                 return st == STEP_TOO_MANY ? STEP_OK : st;
             }
-            const size_t out_n = g->sets.n - in_n;
-            if (out_n == 0) {
-                return STEP_OK;
-            }
-            memmove(g->sets.v, g->sets.v + in_n, out_n * sizeof *g->sets.v);
-            g->sets.n = in_n = out_n;
         }
     }
     const struct partial_utf8 end = {dec.value, dec.n_remain};
-    *allowed = dec.n_remain == 0 || set_matches_partial(g, 0, in_n, end);
+    *allowed = dec.n_remain == 0 || set_matches_partial(g, set, end);
     return STEP_OK;
 }
 
 /* Walks the whole prefix tree once, setting bits[id] for every allowed token
  * (EOS and never-allowed pieces are not in the tree). */
-static enum step_status walk_trie(struct llama_grammar *g, const struct grammar_vocab *v, uint64_t *bits) {
+static enum step_status walk_trie(struct llama_grammar *g, const struct grammar_vocab *v, uint32_t current,
+                                  uint64_t *bits) {
     memset(bits, 0, ((size_t)v->n_vocab + 63) / 64 * sizeof *bits);
     const size_t need_levels = (size_t)v->max_depth + 1;
     if (g->n_levels < need_levels) {
@@ -962,21 +1184,15 @@ static enum step_status walk_trie(struct llama_grammar *g, const struct grammar_
         g->levels = l;
         g->n_levels = need_levels;
     }
-    if (!set_load_current(g)) {
-        return STEP_POOL_FULL;
-    }
     struct walk_level *lv = g->levels;
-    lv[0].set_off = 0;
-    lv[0].set_n = g->sets.n;
-    lv[0].buf_end = g->sets.n;
+    lv[0].set = current;
     lv[0].dec = utf8_start(g->partial);
-
     for (uint32_t k = 0; k < v->n_nodes;) {
         const struct trie_node *node = &v->nodes[k];
         const struct walk_level *up = &lv[node->depth - 1];
         struct walk_level *here = &lv[node->depth];
         here->dec = up->dec;
-        g->sets.n = up->buf_end;
+        here->set = up->set;
         uint32_t cp;
         const enum utf8_result r = utf8_feed(&here->dec, node->byte, &cp);
         if (r == UTF8_INVALID) {
@@ -984,29 +1200,29 @@ static enum step_status walk_trie(struct llama_grammar *g, const struct grammar_
             continue;
         }
         if (r == UTF8_CODE_POINT) {
-            const size_t off = g->sets.n;
-            enum step_status st = step_set(g, up->set_off, up->set_n, cp);
-            if (st == STEP_POOL_FULL) {
-                return st;
+            /* the common case inline: an ASCII step this set has taken before */
+            const uint32_t *next = cp < 128 ? g->sets.ascii_next[up->set] : NULL;
+            if (next && next[cp] < SET_TOO_MANY) {
+                here->set = next[cp];
+            } else {
+                enum step_status st = step_set(g, up->set, cp, &here->set);
+                if (st == STEP_POOL_FULL) {
+                    return st;
+                }
+                if (st == STEP_TOO_MANY) {
+                    here->set = SET_EMPTY;
+                }
             }
-            const size_t n = st == STEP_OK ? g->sets.n - off : 0;
-            if (n == 0) {
+            if (here->set == SET_EMPTY) {
                 k = node->end; /* no stack survives: nothing below is allowed */
                 continue;
             }
-            here->set_off = off;
-            here->set_n = n;
-            here->buf_end = g->sets.n;
-        } else {
-            here->set_off = up->set_off;
-            here->set_n = up->set_n;
-            here->buf_end = up->buf_end;
         }
         if (node->tok_count > 0) {
             /* at a character boundary the (non-empty) set accepts; mid-character
              * some stack must accept a completion of the partial bytes */
             const struct partial_utf8 end = {here->dec.value, here->dec.n_remain};
-            if (here->dec.n_remain == 0 || set_matches_partial(g, here->set_off, here->set_n, end)) {
+            if (here->dec.n_remain == 0 || set_matches_partial(g, here->set, end)) {
                 for (uint32_t t = 0; t < node->tok_count; t++) {
                     const llama_token id = v->node_tokens[node->tok_first + t];
                     bits[id >> 6] |= 1ull << (id & 63);
@@ -1028,11 +1244,6 @@ static struct partial_utf8 partial_key(struct partial_utf8 p) {
         p.n_remain = 0; /* an invalid state decodes like a fresh one */
     }
     return p;
-}
-
-static int compare_u32(const void *a, const void *b) {
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    return (x > y) - (x < y);
 }
 
 static void cache_clear(struct llama_grammar *g) {
@@ -1058,27 +1269,18 @@ static bool cache_bind(struct llama_grammar *g, const struct grammar_vocab *v) {
     return g->walk_bits != NULL;
 }
 
-static const uint64_t *cache_lookup(struct llama_grammar *g) {
-    g->key.n = 0;
-    if (!vec_reserve(&g->key, g->stacks.n)) {
-        return NULL;
-    }
-    memcpy(g->key.v, g->stacks.v, g->stacks.n * sizeof *g->key.v);
-    g->key.n = g->stacks.n;
-    qsort(g->key.v, g->key.n, sizeof *g->key.v, compare_u32);
+static const uint64_t *cache_lookup(const struct llama_grammar *g, uint32_t set) {
     const struct partial_utf8 pk = partial_key(g->partial);
     for (int i = 0; i < GRAMMAR_CACHE_ENTRIES; i++) {
         const struct cache_entry *e = &g->cache[i];
-        if (e->valid && e->key.n == g->key.n && e->partial.value == pk.value && e->partial.n_remain == pk.n_remain &&
-            memcmp(e->key.v, g->key.v, g->key.n * sizeof *g->key.v) == 0) {
+        if (e->valid && e->set == set && e->partial.value == pk.value && e->partial.n_remain == pk.n_remain) {
             return e->bits;
         }
     }
     return NULL;
 }
 
-/* Remembers bits for the key cache_lookup() just built. */
-static void cache_store(struct llama_grammar *g, const struct grammar_vocab *v, const uint64_t *bits) {
+static void cache_store(struct llama_grammar *g, const struct grammar_vocab *v, uint32_t set, const uint64_t *bits) {
     struct cache_entry *e = &g->cache[g->cache_next];
     g->cache_next = (g->cache_next + 1) % GRAMMAR_CACHE_ENTRIES;
     const size_t bytes = ((size_t)v->n_vocab + 63) / 64 * sizeof(uint64_t);
@@ -1086,11 +1288,7 @@ static void cache_store(struct llama_grammar *g, const struct grammar_vocab *v, 
     if (!e->bits && !(e->bits = malloc(bytes))) {
         return;
     }
-    if (!vec_reserve(&e->key, g->key.n)) {
-        return;
-    }
-    memcpy(e->key.v, g->key.v, g->key.n * sizeof *g->key.v);
-    e->key.n = g->key.n;
+    e->set = set;
     e->partial = partial_key(g->partial);
     memcpy(e->bits, bits, bytes);
     e->valid = true;
@@ -1123,25 +1321,32 @@ static bool pool_import(struct stack_pool *to, const struct stack_pool *from, co
     return true;
 }
 
-/* Rebuilds the node pool with only the current stacks once it has grown
- * large; the successor lists and the cache are recomputed as needed. */
+/* Keeps memory proportional to what is in use: past GRAMMAR_POOL_COMPACT
+ * nodes the pool is rebuilt with only the current stacks (the successor
+ * lists are recomputed as needed); the set store starts over past
+ * SETS_COMPACT sets or whenever node ids change; the cache follows it. */
 static void grammar_compact(struct llama_grammar *g) {
-    if (g->pool.n <= GRAMMAR_POOL_COMPACT) {
-        return;
+    bool reset_sets = g->sets.n > SETS_COMPACT;
+    if (g->pool.n > GRAMMAR_POOL_COMPACT) {
+        struct stack_pool fresh;
+        if (pool_init(&fresh) && vec_reserve(&g->scratch, g->stacks.n) &&
+            pool_import(&fresh, &g->pool, g->stacks.v, g->stacks.n, g->scratch.v, &g->work)) {
+            memcpy(g->stacks.v, g->scratch.v, g->stacks.n * sizeof *g->stacks.v);
+            pool_free(&g->pool);
+            g->pool = fresh;
+            reset_sets = true;
+        } else {
+            pool_free(&fresh);
+        }
     }
-    struct stack_pool fresh;
-    if (!pool_init(&fresh)) {
-        return;
+    if (reset_sets) {
+        struct set_store fresh;
+        if (set_store_init(&fresh)) {
+            set_store_free(&g->sets);
+            g->sets = fresh;
+            cache_clear(g);
+        }
     }
-    if (!vec_reserve(&g->sets, g->stacks.n) ||
-        !pool_import(&fresh, &g->pool, g->stacks.v, g->stacks.n, g->sets.v, &g->work)) {
-        pool_free(&fresh);
-        return;
-    }
-    memcpy(g->stacks.v, g->sets.v, g->stacks.n * sizeof *g->stacks.v);
-    pool_free(&g->pool);
-    g->pool = fresh;
-    cache_clear(g);
 }
 
 void grammar_free(struct llama_grammar *g) {
@@ -1153,14 +1358,13 @@ void grammar_free(struct llama_grammar *g) {
     free(g->class_end);
     free(g->ascii);
     pool_free(&g->pool);
+    set_store_free(&g->sets);
     free(g->stacks.v);
     free(g->work.v);
-    free(g->sets.v);
+    free(g->scratch.v);
     free(g->cps.v);
-    free(g->key.v);
     free(g->levels);
     for (int i = 0; i < GRAMMAR_CACHE_ENTRIES; i++) {
-        free(g->cache[i].key.v);
         free(g->cache[i].bits);
     }
     free(g->walk_bits);
@@ -1177,7 +1381,7 @@ struct llama_grammar *grammar_create(const llama_grammar_element **rules, size_t
         grammar_free(g);
         return NULL;
     }
-    if (!pool_init(&g->pool)) {
+    if (!pool_init(&g->pool) || !set_store_init(&g->sets)) {
         error_set("grammar: out of memory");
         grammar_free(g);
         return NULL;
@@ -1223,7 +1427,7 @@ struct llama_grammar *grammar_copy(const struct llama_grammar *src) {
     g->class_end = malloc((size_t)g->n_elems * sizeof *g->class_end);
     g->ascii = malloc((size_t)g->n_elems * sizeof *g->ascii);
     if (!g->elems || !g->rule_start || !g->class_end || !g->ascii || !pool_init(&g->pool) ||
-        !vec_reserve(&g->stacks, src->stacks.n) ||
+        !set_store_init(&g->sets) || !vec_reserve(&g->stacks, src->stacks.n) ||
         !pool_import(&g->pool, &src->pool, src->stacks.v, src->stacks.n, g->stacks.v, &g->work)) {
         error_set("grammar: out of memory");
         grammar_free(g);
@@ -1255,27 +1459,27 @@ bool grammar_sample_with(struct llama_grammar *g, const struct grammar_vocab *v,
                          enum grammar_strategy strategy) {
     grammar_compact(g);
     const bool allow_eos = grammar_allows_eos(g);
+    const uint32_t current = set_intern(&g->sets, g->stacks.v, g->stacks.n);
     const uint64_t *bits = NULL;
+    if (current == SET_NONE) {
+        goto fail;
+    }
     if (strategy != GRAMMAR_STRATEGY_PER_TOKEN) {
         if (!cache_bind(g, v)) {
-            reject_all(cand);
-            pool_full_error();
-            return false;
+            goto fail;
         }
         if (strategy == GRAMMAR_STRATEGY_AUTO) {
-            bits = cache_lookup(g);
+            bits = cache_lookup(g, current);
         }
-        /* a walk costs about one visit per tree node; per-token checks cost
+        /* a walk costs about one step per tree node; per-token checks cost
          * the pieces' lengths: walk when many candidates are asked about */
         if (!bits && (strategy == GRAMMAR_STRATEGY_TRIE || cand->size * 4 >= (size_t)v->n_vocab)) {
-            if (walk_trie(g, v, g->walk_bits) != STEP_OK) {
-                reject_all(cand);
-                pool_full_error();
-                return false;
+            if (walk_trie(g, v, current, g->walk_bits) != STEP_OK) {
+                goto fail;
             }
             bits = g->walk_bits;
             if (strategy == GRAMMAR_STRATEGY_AUTO) {
-                cache_store(g, v, bits);
+                cache_store(g, v, current, bits);
             }
         }
     }
@@ -1290,16 +1494,18 @@ bool grammar_sample_with(struct llama_grammar *g, const struct grammar_vocab *v,
             allowed = false;
         } else if (bits) {
             allowed = (bits[id >> 6] >> (id & 63)) & 1;
-        } else if (token_check(g, v, id, &allowed) != STEP_OK) {
-            reject_all(cand);
-            pool_full_error();
-            return false;
+        } else if (token_check(g, v, current, id, &allowed) != STEP_OK) {
+            goto fail;
         }
         if (!allowed) {
             cand->data[i].logit = -INFINITY;
         }
     }
     return true;
+fail:
+    reject_all(cand);
+    pool_full_error();
+    return false;
 }
 
 bool grammar_accept(struct llama_grammar *g, const struct grammar_vocab *v, llama_token token) {
@@ -1333,36 +1539,26 @@ bool grammar_accept(struct llama_grammar *g, const struct grammar_vocab *v, llam
             return false;
         }
     }
-    if (!set_load_current(g)) {
-        pool_full_error();
-        return false;
-    }
-    size_t in_n = g->sets.n;
-    for (size_t i = 0; i < g->cps.n; i++) {
-        enum step_status st = step_set(g, 0, in_n, g->cps.v[i]);
+    uint32_t set = set_intern(&g->sets, g->stacks.v, g->stacks.n);
+    for (size_t i = 0; i < g->cps.n && set != SET_NONE; i++) {
+        enum step_status st = step_set(g, set, g->cps.v[i], &set);
         if (st == STEP_POOL_FULL) {
-            pool_full_error();
-            return false;
-        }
-        if (st == STEP_TOO_MANY) {
+            set = SET_NONE;
+        } else if (st == STEP_TOO_MANY) {
             error_set("grammar: token %d would need more than %u parse stacks (grammar too ambiguous)", token,
                       GRAMMAR_MAX_STACKS);
             return false;
-        }
-        const size_t out_n = g->sets.n - in_n;
-        if (out_n == 0) {
+        } else if (set == SET_EMPTY) {
             error_set("grammar: token %d does not match the grammar here", token);
             return false;
         }
-        memmove(g->sets.v, g->sets.v + in_n, out_n * sizeof *g->sets.v);
-        g->sets.n = in_n = out_n;
     }
-    if (!vec_reserve(&g->stacks, in_n)) {
+    if (set == SET_NONE || !vec_reserve(&g->stacks, g->sets.len[set])) {
         pool_full_error();
         return false;
     }
-    memcpy(g->stacks.v, g->sets.v, in_n * sizeof *g->stacks.v);
-    g->stacks.n = in_n;
+    memcpy(g->stacks.v, g->sets.members.v + g->sets.off[set], g->sets.len[set] * sizeof *g->stacks.v);
+    g->stacks.n = g->sets.len[set];
     g->partial.value = dec.value;
     g->partial.n_remain = dec.n_remain;
     return true;
