@@ -127,11 +127,12 @@ struct run_result {
     double mean_allowed;
     int restarts;
     uint64_t checksum;
+    size_t max_nodes;
 };
 
 static struct run_result run(const struct llama_grammar *initial, const struct grammar_vocab *v, int32_t n_vocab,
                              int steps, enum grammar_strategy strategy) {
-    struct run_result res = {0, 0, 0, 1469598103934665603ull};
+    struct run_result res = {0, 0, 0, 1469598103934665603ull, 0};
     llama_token_data *cand = malloc((size_t)n_vocab * sizeof *cand);
     struct llama_grammar *g = grammar_copy(initial);
     uint64_t seed = 42;
@@ -160,6 +161,9 @@ static struct run_result run(const struct llama_grammar *initial, const struct g
         const bool ok = allowed > 0 && grammar_accept(g, v, tok);
         t_total += time_us() - t0;
         allowed_sum += allowed;
+        if (grammar_node_count(g) > res.max_nodes) {
+            res.max_nodes = grammar_node_count(g);
+        }
         res.checksum = (res.checksum ^ (uint64_t)tok) * 1099511628211ull;
         if (!ok || (grammar_allows_eos(g) && grammar_stack_count(g) == 1)) {
             grammar_free(g);
@@ -225,8 +229,9 @@ int main(int argc, char **argv) {
     uint64_t checksum = 0;
     for (size_t i = 0; i < sizeof strategies / sizeof strategies[0]; i++) {
         struct run_result r = run(g, v, n_vocab, steps, strategies[i].s);
-        printf("  %-28s %9.1f us/token   (mean allowed %.0f, restarts %d, checksum %016" PRIx64 ")\n",
-               strategies[i].name, r.us_per_token, r.mean_allowed, r.restarts, r.checksum);
+        printf("  %-28s %9.1f us/token   (mean allowed %.0f, restarts %d, stack nodes <= %zu, checksum %016" PRIx64
+               ")\n",
+               strategies[i].name, r.us_per_token, r.mean_allowed, r.restarts, r.max_nodes, r.checksum);
         if (i > 0 && r.checksum != checksum) {
             printf("  strategies disagree!\n");
             return 1;

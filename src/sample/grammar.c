@@ -330,9 +330,10 @@ struct set_store {
 #define SET_NONE     UINT32_MAX    /* allocation failed */
 #define SET_UNKNOWN  UINT32_MAX    /* in ascii_next: not computed yet */
 #define SET_TOO_MANY (UINT32_MAX - 1) /* in ascii_next: the step exceeds GRAMMAR_MAX_STACKS */
-#define SETS_COMPACT (1u << 14)    /* sets kept before the store starts over */
-#define SETS_MAX     (1u << 20)    /* sets one operation may create */
-#define STEPS_MEMO_MAX (1u << 20)  /* non-ASCII steps remembered */
+#define SETS_COMPACT (1u << 12)    /* sets kept before the store starts over */
+#define SETS_MAX     (1u << 15)    /* sets one operation may create */
+#define SET_MEMBERS_MAX (1u << 22) /* their members, all together */
+#define STEPS_MEMO_MAX (1u << 18)  /* non-ASCII steps remembered */
 #define STEP_KEY_FREE UINT64_MAX
 
 struct cache_entry {
@@ -938,7 +939,7 @@ static uint32_t set_intern(struct set_store *st, const uint32_t *ids, size_t n) 
             return id;
         }
     }
-    if (st->n >= SETS_MAX || !vec_reserve(&st->members, st->members.n + n)) {
+    if (st->n >= SETS_MAX || st->members.n + n > SET_MEMBERS_MAX || !vec_reserve(&st->members, st->members.n + n)) {
         return SET_NONE;
     }
     if (st->n == st->cap) {
@@ -1326,7 +1327,7 @@ static bool pool_import(struct stack_pool *to, const struct stack_pool *from, co
  * lists are recomputed as needed); the set store starts over past
  * SETS_COMPACT sets or whenever node ids change; the cache follows it. */
 static void grammar_compact(struct llama_grammar *g) {
-    bool reset_sets = g->sets.n > SETS_COMPACT;
+    bool reset_sets = g->sets.n > SETS_COMPACT || g->sets.members.n > SET_MEMBERS_MAX / 4;
     if (g->pool.n > GRAMMAR_POOL_COMPACT) {
         struct stack_pool fresh;
         if (pool_init(&fresh) && vec_reserve(&g->scratch, g->stacks.n) &&
