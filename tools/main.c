@@ -7,10 +7,12 @@
 #include "cli.h"
 
 int cmd_info(int argc, char **argv);
+int cmd_grammar(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
     { "info", cmd_info, "print a GGUF file's metadata and tensor table" },
+    { "grammar", cmd_grammar, "check a GBNF grammar and print its rules" },
     { NULL, NULL, NULL }
 };
 
