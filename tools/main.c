@@ -7,6 +7,7 @@
 #include "cli.h"
 
 int cmd_info(int argc, char **argv);
+int cmd_grammar(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 int cmd_run(int argc, char **argv);
@@ -14,6 +15,7 @@ int cmd_run(int argc, char **argv);
 static const struct cli_command g_commands[] = {
     { "run", cmd_run, "generate text from a prompt" },
     { "info", cmd_info, "print a GGUF file's metadata and tensor table" },
+    { "grammar", cmd_grammar, "check a GBNF grammar and print its rules" },
     { NULL, NULL, NULL }
 };
 
