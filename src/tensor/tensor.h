@@ -228,6 +228,8 @@ struct tensor *op_cpy(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b
 struct tensor *op_cont(struct tensor_ctx *ctx, struct tensor *a);
 struct tensor *op_get_rows(struct tensor_ctx *ctx, struct tensor *a, struct tensor *rows);
 struct tensor *op_get_rows_back(struct tensor_ctx *ctx, struct tensor *grad, struct tensor *rows, struct tensor *shape_of);
+/* a [n, 1, b2, b3] -> [n, n, b2, b3] with a on the diagonal */
+struct tensor *op_diag(struct tensor_ctx *ctx, struct tensor *a);
 struct tensor *op_diag_mask_inf(struct tensor_ctx *ctx, struct tensor *a, int n_past);
 struct tensor *op_diag_mask_zero(struct tensor_ctx *ctx, struct tensor *a, int n_past);
 /* softmax over rows of a*scale + mask (mask F32 [ne0, >= ne1], broadcast over dims 2, 3; may be NULL). */
