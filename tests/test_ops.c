@@ -343,6 +343,31 @@ static void test_copies(void) {
     for (int i = 0; i < 6; i++) tensor_set_f32_1d(ia, i, (float)(i * 1000003));
     CHECK(compute(ctx, op_cpy(ctx, ia, ib)));
     CHECK(tensor_get_f32_1d(ib, 5) == 5000015.0f);
+    /* F32 -> Q8_0 / Q4_0 (a quantized KV cache): each row quantized with the type's
+     * from_float, also from a transposed source; and back to F32 by dequantizing */
+    const enum ggml_type qtypes[2] = { GGML_TYPE_Q8_0, GGML_TYPE_Q4_0 };
+    for (int q = 0; q < 2; q++) {
+        const struct type_traits *tt = type_traits_get(qtypes[q]);
+        for (int tr = 0; tr < 2; tr++) {
+            struct tensor *src = tr ? tensor_transpose(ctx, input_f32(ctx, 3, 64, 1, 1, CONT))
+                                    : input_f32(ctx, 64, 3, 1, 1, CONT);
+            struct tensor *qd = tensor_new_2d(ctx, qtypes[q], 64, 3);
+            struct tensor *deq32 = op_cpy(ctx, op_cpy(ctx, src, qd), tensor_new_2d(ctx, GGML_TYPE_F32, 64, 3));
+            CHECK(compute(ctx, deq32));
+            float row[64], deq[64];
+            char bytes[128];
+            expect_begin();
+            for (int64_t r = 0; r < 3; r++) {
+                for (int64_t i = 0; i < 64; i++) row[i] = at(src, i, r, 0, 0);
+                tt->from_float(row, bytes, 64);
+                CHECK(memcmp(bytes, (const char *)qd->data + r * qd->nb[1], tensor_row_size(qd)) == 0);
+                tt->to_float(bytes, deq, 64);
+                for (int64_t i = 0; i < 64; i++) expect(at(deq32, i, r, 0, 0), deq[i], 0.0);
+            }
+            EXPECT_END("cpy quantized");
+        }
+    }
+
     struct tensor *bad = op_cpy(ctx, v, tensor_new_1d(ctx, GGML_TYPE_I32, n_embd * n_tok));
     CHECK(bad && !cpu_op_supported(bad));
     CHECK(!compute(ctx, bad) && strstr(error_last(), "not supported") != NULL);
@@ -697,14 +722,14 @@ static void test_cross_entropy(void) {
 
 /* ---- matrix products ------------------------------------------------------------------------- */
 
-/* Quantizes the rows of w (F32, contiguous) into a new tensor of `type`. */
+/* Quantizes w (F32, contiguous) into a new tensor of `type` (IQ2 with a flat importance matrix). */
 static struct tensor *quantize_copy(struct tensor_ctx *ctx, const struct tensor *w, enum ggml_type type) {
     struct tensor *q = tensor_new_4d(ctx, type, w->ne[0], w->ne[1], w->ne[2], w->ne[3]);
-    const struct type_traits *tt = type_traits_get(type);
-    for (int64_t r = 0; r < tensor_nrows(w); r++) {
-        tt->from_float_reference((const float *)((const char *)w->data + r * w->nb[1]), (char *)q->data + r * q->nb[1],
-                                 w->ne[0]);
-    }
+    float imatrix[1024];
+    for (int i = 0; i < 1024; i++) imatrix[i] = 1.0f;
+    const size_t n = quant_quantize_chunk(type, w->data, q->data, 0, tensor_nrows(w), w->ne[0], NULL,
+                                          quant_requires_imatrix(type) ? imatrix : NULL);
+    CHECK_MSG(n == tensor_nbytes(q), "quantizing to %s: %s", type_name(type), error_last());
     return q;
 }
 
@@ -774,8 +799,8 @@ static void test_mul_mat_quantized(void) {
         const int64_t k = 2 * tt->blck_size, n = 5, m = 3;
         struct tensor *wf = input_f32(ctx, k, n, 2, 1, CONT);
         struct tensor *x = input_f32(ctx, k, m, 4, 1, CONT);
-        if (!tt->vec_dot || !tt->from_float_reference) {
-            /* not implemented by the quant module yet: the CPU backend must refuse it cleanly */
+        if (!tt->vec_dot) {
+            /* never a matmul weight: the CPU backend must refuse it cleanly */
             struct tensor *w = tensor_new_4d(ctx, (enum ggml_type)t, k, n, 2, 1);
             struct tensor *out = op_mul_mat(ctx, w, x);
             CHECK(out && !cpu_op_supported(out));
@@ -793,16 +818,27 @@ static void test_mul_mat_quantized(void) {
         char xq[4096];
         float deq[1024];
         expect_begin();
+        int64_t far = 0;
         FOR_EACH(out) {
+            const char *wrow = (const char *)w->data + i0 * w->nb[1] + (i2 / 2) * w->nb[2];
             vt->from_float((const float *)elem_ptr(x, 0, i1, i2, i3), xq, k);
             float s;
-            tt->vec_dot(k, &s, (const char *)w->data + i0 * w->nb[1] + (i2 / 2) * w->nb[2], xq);
+            tt->vec_dot(k, &s, wrow, xq);
             expect(at(out, i0, i1, i2, i3), s, 0.0);
+            /* and close to the dequantized weights times the unrounded activations */
+            tt->to_float(wrow, deq, k);
+            double exact = 0.0, mag = 0.0;
+            for (int64_t i = 0; i < k; i++) {
+                exact += (double)deq[i] * at(x, i, i1, i2, i3);
+                mag += fabs((double)deq[i] * at(x, i, i1, i2, i3));
+            }
+            far += fabs(at(out, i0, i1, i2, i3) - exact) > 0.02 * mag;
         }
         EXPECT_END(tt->name);
+        CHECK_MSG(far == 0, "%s: %lld products far from the dequantized ones", tt->name, (long long)far);
         expect_begin();
         FOR_EACH(rows) {
-            tt->to_float((const char *)w->data + (4 - (i1 + 2 * i2)) * w->nb[1], deq, k);
+            tt->to_float((const char *)w->data + (4 - (i1 + 2 * i2)) * w->nb[1] + i2 * w->nb[2], deq, k);
             expect(at(rows, i0, i1, i2, i3), deq[i0], 0.0);
         }
         EXPECT_END("get_rows quantized");
