@@ -888,6 +888,46 @@ static void test_mul_mat_id(void) {
     tensor_ctx_free(ctx);
 }
 
+/* ---- in place: the graph allocator may give an element-wise op its source's memory ---- */
+
+static void test_inplace(void) {
+    for (int k = 0; k < 12; k++) {
+        struct tensor_ctx *ctx = new_ctx();
+        struct tensor *a = input_f32(ctx, 16, 5, 3, 1, CONT), *b = input_f32(ctx, 16, 5, 3, 1, CONT);
+        struct tensor *pos = tensor_new_1d(ctx, GGML_TYPE_I32, 3);
+        for (int i = 0; i < 3; i++) tensor_set_f32_1d(pos, i, (float)(i * 5));
+        struct tensor *one = tensor_new_1d(ctx, GGML_TYPE_F32, 1);
+        tensor_set_f32_1d(one, 0, 0.5f);
+        /* the same op twice: once into its own memory, once over its source's */
+        struct tensor *outs[2];
+        for (int twice = 0; twice < 2; twice++) {
+            struct tensor *src = op_cont(ctx, twice ? b : a); /* a copy the op may overwrite */
+            struct tensor *o = NULL;
+            switch (k) {
+                case 0: o = op_add(ctx, src, a); break;
+                case 1: o = op_mul(ctx, a, src); break;
+                case 2: o = op_add1(ctx, src, one); break;
+                case 3: o = op_scale(ctx, src, 3.0f); break;
+                case 4: o = op_sqr(ctx, src); break;
+                case 5: o = op_silu(ctx, src); break;
+                case 6: o = op_diag_mask_inf(ctx, src, 3); break;
+                case 7: o = op_rope(ctx, src, pos, 16, 0, 0, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f); break;
+                case 8: o = op_rope(ctx, src, pos, 8, ROPE_MODE_NEOX, 0, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f); break;
+                case 9: o = op_rms_norm(ctx, src, 1e-6f); break;
+                case 10: o = op_soft_max(ctx, src, NULL, 0.5f); break;
+                default: o = op_sub(ctx, src, a); break;
+            }
+            if (twice) o->data = src->data;
+            outs[twice] = o;
+        }
+        memcpy(b->data, a->data, tensor_nbytes(a));
+        CHECK(compute(ctx, outs[0]) && compute(ctx, outs[1]));
+        CHECK_MSG(memcmp(outs[0]->data, outs[1]->data, tensor_nbytes(outs[0])) == 0, "%s in place",
+                  tensor_op_name(outs[0]->op));
+        tensor_ctx_free(ctx);
+    }
+}
+
 /* ---- the pool ------------------------------------------------------------------------------- */
 
 static int g_abort_calls;
@@ -962,6 +1002,7 @@ int main(void) {
     test_mul_mat_f32_f16();
     test_mul_mat_quantized();
     test_mul_mat_id();
+    test_inplace();
     test_pool();
     printf("%d graph computations\n", g_graphs);
     cpu_threadpool_free(g_pool1);
