@@ -6,8 +6,12 @@
  */
 #include "test_util.h"
 
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include "train/tokenizer_train.h"
 #include "core/log.h"
+#include "gguf/gguf.h"
 
 /* ---- an SPM encoder as b1892 runs it ------------------------------------------ */
 
@@ -416,10 +420,113 @@ static void test_errors(void) {
     tokenizer_vocab_free(v);
 }
 
+/* ---- the GGUF file and the command line ---------------------------------------- */
+
+static void make_tmp(char *path, size_t size, const char *what) {
+    snprintf(path, size, "/tmp/test_train_tokenizer_%s_XXXXXX", what);
+    int fd = mkstemp(path);
+    if (fd >= 0) close(fd);
+}
+
+static int run_command(const char *cmd, char *out, size_t size) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void check_gguf(const char *path, const struct tokenizer_vocab *v) {
+    struct gguf_reader *r = gguf_open_file(path, false);
+    CHECK_MSG(r != NULL, "%s", error_last());
+    if (!r) return;
+    const char *str = NULL;
+    CHECK(gguf_get_str(r, "general.architecture", &str) && strcmp(str, "llama") == 0);
+    CHECK(gguf_get_str(r, "general.name", &str) && strcmp(str, "test vocab") == 0);
+    CHECK(gguf_get_str(r, "tokenizer.ggml.model", &str) && strcmp(str, "llama") == 0);
+    uint32_t u = 99;
+    CHECK(gguf_get_u32(r, "tokenizer.ggml.bos_token_id", &u) && u == 1);
+    CHECK(gguf_get_u32(r, "tokenizer.ggml.eos_token_id", &u) && u == 2);
+    CHECK(gguf_get_u32(r, "tokenizer.ggml.unknown_token_id", &u) && u == 0);
+    bool b = false;
+    CHECK(gguf_get_bool(r, "tokenizer.ggml.add_bos_token", &b) && b);
+    CHECK(gguf_get_bool(r, "tokenizer.ggml.add_eos_token", &b) && !b);
+    CHECK_EQ_INT(gguf_n_tensors(r), 0);
+    int64_t kt = gguf_find_key(r, "tokenizer.ggml.tokens");
+    int64_t ks = gguf_find_key(r, "tokenizer.ggml.scores");
+    int64_t ky = gguf_find_key(r, "tokenizer.ggml.token_type");
+    CHECK(kt >= 0 && ks >= 0 && ky >= 0);
+    if (kt >= 0 && ks >= 0 && ky >= 0) {
+        CHECK_EQ_INT(gguf_arr_type(r, kt), GGUF_TYPE_STRING);
+        CHECK_EQ_INT(gguf_arr_type(r, ks), GGUF_TYPE_FLOAT32);
+        CHECK_EQ_INT(gguf_arr_type(r, ky), GGUF_TYPE_INT32);
+        CHECK_EQ_INT(gguf_arr_n(r, kt), v->n_tokens);
+        CHECK_EQ_INT(gguf_arr_n(r, ks), v->n_tokens);
+        CHECK_EQ_INT(gguf_arr_n(r, ky), v->n_tokens);
+        int mismatches = 0;
+        for (int32_t i = 0; i < v->n_tokens && (uint64_t)i < gguf_arr_n(r, kt); i++) {
+            float score;
+            int32_t type;
+            memcpy(&score, (const char *)gguf_arr_data(r, ks) + 4 * (size_t)i, 4);
+            memcpy(&type, (const char *)gguf_arr_data(r, ky) + 4 * (size_t)i, 4);
+            if (strcmp(gguf_arr_str(r, kt, (uint64_t)i), v->tokens[i]) != 0 || score != v->scores[i] || type != v->types[i]) {
+                mismatches++;
+            }
+        }
+        CHECK_EQ_INT(mismatches, 0);
+    }
+    gguf_close(r);
+}
+
+static void test_gguf_and_cli(void) {
+    char lib_path[128], cli_path[128], corpus_path[128];
+    make_tmp(lib_path, sizeof lib_path, "lib");
+    make_tmp(cli_path, sizeof cli_path, "cli");
+    make_tmp(corpus_path, sizeof corpus_path, "corpus");
+    struct tokenizer_vocab *v = train(g_prose, 500, 0.995);
+    CHECK(v != NULL);
+    if (!v) return;
+    CHECK(tokenizer_vocab_write_gguf(v, "test vocab", lib_path));
+    check_gguf(lib_path, v);
+
+    /* The command line writes the same file from the same text. */
+    FILE *f = fopen(corpus_path, "wb");
+    CHECK(f && fwrite(g_prose, 1, strlen(g_prose), f) == strlen(g_prose));
+    if (f) fclose(f);
+    char cmd[1024], out[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s/llamac train-tokenizer --vocab-size 500 --character-coverage 0.995 --name 'test vocab' -o %s %s 2>&1",
+             LLAMAC_BINARY_DIR, cli_path, corpus_path);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "vocabulary: 500 tokens = 3 special + 256 byte") != NULL, "%s", out);
+    size_t n_lib = 0, n_cli = 0;
+    char *lib = test_read_file(lib_path, &n_lib), *cli = test_read_file(cli_path, &n_cli);
+    CHECK(lib && cli && n_lib == n_cli && memcmp(lib, cli, n_lib) == 0);
+    free(lib);
+    free(cli);
+
+    snprintf(cmd, sizeof cmd, "%s/llamac train-tokenizer %s 2>&1", LLAMAC_BINARY_DIR, corpus_path);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
+    CHECK_STR_EQ(out, "llamac train-tokenizer: expected -o OUT.gguf and at least one corpus file (see --help)\n");
+    snprintf(cmd, sizeof cmd, "%s/llamac train-tokenizer --vocab-size 100 -o %s %s 2>&1", LLAMAC_BINARY_DIR, cli_path, corpus_path);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
+    CHECK(strstr(out, "--vocab-size needs a whole number from 260") != NULL);
+    snprintf(cmd, sizeof cmd, "%s/llamac train-tokenizer -o %s /nonexistent/corpus.txt 2>&1", LLAMAC_BINARY_DIR, cli_path);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
+    CHECK_MSG(strncmp(out, "llamac train-tokenizer: ", 24) == 0 && strchr(out, '\n') == out + strlen(out) - 1, "%s", out);
+
+    tokenizer_vocab_free(v);
+    remove(lib_path);
+    remove(cli_path);
+    remove(corpus_path);
+}
+
 int main(void) {
     test_defaults();
     test_toy_merge_order();
     test_prose();
     test_errors();
+    test_gguf_and_cli();
     return test_finish("test_train_tokenizer");
 }

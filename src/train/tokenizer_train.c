@@ -7,6 +7,7 @@
 
 #include "core/checked.h"
 #include "core/log.h"
+#include "gguf/gguf.h"
 
 /*
  * How it works (see the header for what it does):
@@ -739,6 +740,9 @@ static struct tokenizer_vocab *tt_make_vocab(const struct trainer *t) {
     v->n_unique_words = (int64_t)t->n_words;
     v->n_char_occurrences = t->n_char_occurrences;
     v->n_chars_seen = (int64_t)t->n_chars;
+    for (size_t i = 0; i < t->n_chars; i++) {
+        if (t->chars[i].symbol >= 0) v->n_char_occurrences_kept += t->chars[i].count;
+    }
     return v;
 oom:
     tokenizer_vocab_free(v);
@@ -818,4 +822,25 @@ void tokenizer_vocab_free(struct tokenizer_vocab *vocab) {
     free(vocab->scores);
     free(vocab->types);
     free(vocab);
+}
+
+bool tokenizer_vocab_set_gguf(const struct tokenizer_vocab *vocab, struct gguf_writer *w) {
+    return gguf_set_str(w, "tokenizer.ggml.model", "llama") &&
+           gguf_set_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)vocab->tokens, (uint64_t)vocab->n_tokens) &&
+           gguf_set_arr_data(w, "tokenizer.ggml.scores", GGUF_TYPE_FLOAT32, vocab->scores, (uint64_t)vocab->n_tokens) &&
+           gguf_set_arr_data(w, "tokenizer.ggml.token_type", GGUF_TYPE_INT32, vocab->types, (uint64_t)vocab->n_tokens) &&
+           gguf_set_u32(w, "tokenizer.ggml.bos_token_id", 1) &&
+           gguf_set_u32(w, "tokenizer.ggml.eos_token_id", 2) &&
+           gguf_set_u32(w, "tokenizer.ggml.unknown_token_id", 0) &&
+           gguf_set_bool(w, "tokenizer.ggml.add_bos_token", true) &&
+           gguf_set_bool(w, "tokenizer.ggml.add_eos_token", false);
+}
+
+bool tokenizer_vocab_write_gguf(const struct tokenizer_vocab *vocab, const char *name, const char *path) {
+    struct gguf_writer *w = gguf_writer_new();
+    if (!w) return false;
+    bool ok = gguf_set_str(w, "general.architecture", "llama") && gguf_set_str(w, "general.name", name) &&
+              tokenizer_vocab_set_gguf(vocab, w) && gguf_write_file(w, path);
+    gguf_writer_free(w);
+    return ok;
 }

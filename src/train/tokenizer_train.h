@@ -76,6 +76,7 @@ struct tokenizer_vocab {
     /* Statistics of the corpus. */
     int64_t n_sentences, n_words, n_unique_words;
     int64_t n_char_occurrences, n_chars_seen;
+    int64_t n_char_occurrences_kept; /* occurrences of the kept characters */
 };
 
 /* Learns a vocabulary from `size` bytes of text. NULL with error_set() on
@@ -84,5 +85,19 @@ struct tokenizer_vocab {
  * corpus runs out of pairs to merge (a warning is logged). */
 struct tokenizer_vocab *tokenizer_train(const char *text, size_t size, const struct tokenizer_train_params *params);
 void tokenizer_vocab_free(struct tokenizer_vocab *vocab);
+
+struct gguf_writer;
+
+/* Sets the llama tokenizer keys of b1892 in `w`: tokenizer.ggml.model
+ * "llama", .tokens, .scores (f32), .token_type (i32), .bos_token_id 1,
+ * .eos_token_id 2, .unknown_token_id 0 (u32), .add_bos_token true,
+ * .add_eos_token false. For a model file, call it on the model's writer. */
+bool tokenizer_vocab_set_gguf(const struct tokenizer_vocab *vocab, struct gguf_writer *w);
+
+/* Writes a vocabulary-only GGUF: general.architecture "llama", general.name
+ * `name`, and the keys above. (b1892 loads a model's hyperparameters even
+ * for vocab_only, so to load this file there, add the llama.* keys; the
+ * model that `llamac train` writes has them.) */
+bool tokenizer_vocab_write_gguf(const struct tokenizer_vocab *vocab, const char *name, const char *path);
 
 #endif
