@@ -131,10 +131,10 @@ int main(int argc, char **argv) {
     }
     size = (size + MEMBW_ALIGN - 1) / MEMBW_ALIGN * MEMBW_ALIGN;
 
-    const struct cpu_features *cpu = cpu_features_get();
     struct membw_job job = { .size = size, .read = membw_read_scalar };
     const char *kernel = "scalar";
 #if defined(__x86_64__)
+    const struct cpu_features *cpu = cpu_features_get();
     if (cpu->avx512f) { job.read = membw_read_avx512; kernel = "avx512"; }
     else if (cpu->avx2) { job.read = membw_read_avx2; kernel = "avx2"; }
 #endif
