@@ -97,17 +97,17 @@ static int spm_encode(const struct spm *s, const char *text, size_t n, int32_t *
     return n_out;
 }
 
-/* Concatenates the tokens' text (byte tokens as their byte); returns length. */
-static size_t spm_decode(const struct tokenizer_vocab *v, const int32_t *ids, int n, char *out) {
+/* Concatenates the tokens' text (byte tokens as their byte) into out (cap
+ * bytes); returns the length, or cap + 1 when it would not fit. */
+static size_t spm_decode(const struct tokenizer_vocab *v, const int32_t *ids, int n, char *out, size_t cap) {
     size_t k = 0;
     for (int i = 0; i < n; i++) {
-        if (v->types[ids[i]] == TOKENIZER_TOKEN_BYTE) {
-            out[k++] = (char)(ids[i] - TOKENIZER_TRAIN_N_SPECIAL);
-        } else {
-            size_t l = strlen(v->tokens[ids[i]]);
-            memcpy(out + k, v->tokens[ids[i]], l);
-            k += l;
-        }
+        bool byte = v->types[ids[i]] == TOKENIZER_TOKEN_BYTE;
+        size_t l = byte ? 1 : strlen(v->tokens[ids[i]]);
+        if (l > cap - k) return cap + 1;
+        if (byte) out[k] = (char)(ids[i] - TOKENIZER_TRAIN_N_SPECIAL);
+        else memcpy(out + k, v->tokens[ids[i]], l);
+        k += l;
     }
     return k;
 }
@@ -126,11 +126,11 @@ static size_t escape(const char *text, size_t n, char *out) {
 
 /* Encodes and decodes; true when the bytes come back unchanged. */
 static bool round_trips(const struct spm *s, const char *text, size_t n, int *n_tokens) {
-    char *esc = malloc(3 * n + 3), *back = malloc(8 * (3 * n + 3) + 1);
+    char *esc = malloc(3 * n + 3), *back = malloc(3 * n + 3);
     size_t en = escape(text, n, esc);
     int32_t *ids = malloc((en + 1) * sizeof *ids);
     int nt = spm_encode(s, esc, en, ids, (int)en + 1);
-    size_t bn = spm_decode(s->v, ids, nt, back);
+    size_t bn = nt <= (int)en + 1 ? spm_decode(s->v, ids, nt, back, 3 * n + 3) : 0;
     bool ok = bn == en && memcmp(back, esc, en) == 0;
     if (n_tokens) *n_tokens = nt;
     free(esc);
