@@ -587,7 +587,9 @@ static void check_against_reference(const char *out, const char *in) {
         const int64_t n = t->ne[0] * t->ne[1];
         float *f = malloc((size_t)n * sizeof *f);
         uint8_t *q = malloc(t->size);
-        if (s->type == GGML_TYPE_F16) {
+        if (s->type == GGML_TYPE_F32) {
+            memcpy(f, s->data, (size_t)n * sizeof *f); /* may be unaligned */
+        } else if (s->type == GGML_TYPE_F16) {
             for (int64_t j = 0; j < n; j++) {
                 fp16_t h;
                 memcpy(&h, (const uint8_t *)s->data + 2 * j, 2);
@@ -657,6 +659,77 @@ static void test_threads(void) {
     remove(b);
     remove(c);
     remove(self);
+}
+
+/* ---- a hand-made model: odd shapes, unaligned data, long names ---------------------------- */
+
+/* Writes a tiny LLaMA-named model with general.alignment 1 (so F32 data is unaligned). */
+static bool write_odd_model(const char *path, bool with_i32) {
+    static float f32[4][256];
+    static fp16_t f16[2][96];
+    static int32_t i32[64];
+    uint64_t seed = 7;
+    for (int t = 0; t < 4; t++) {
+        for (int i = 0; i < 256; i++) f32[t][i] = test_rand_uniform(&seed, -1.0f, 1.0f);
+    }
+    for (int t = 0; t < 2; t++) {
+        for (int i = 0; i < 96; i++) f16[t][i] = fp32_to_fp16(test_rand_uniform(&seed, -1.0f, 1.0f));
+    }
+    static char long_name[700];
+    memset(long_name, 'n', 600);
+    strcpy(long_name + 600, ".weight");
+    struct gguf_writer *w = gguf_writer_new();
+    bool ok = w && gguf_set_str(w, "general.architecture", "llama") && gguf_set_u32(w, "general.alignment", 1) &&
+              gguf_set_u32(w, "llama.block_count", 1) && gguf_set_u32(w, "llama.attention.head_count", 2);
+    ok = ok && gguf_add_tensor(w, "odd.weight", GGML_TYPE_F16, 2, (int64_t[]){ 3, 1 }, f16[0], 6);
+    ok = ok && gguf_add_tensor(w, "blk.0.attn_q.weight", GGML_TYPE_F32, 2, (int64_t[]){ 64, 4 }, f32[0], 1024);
+    ok = ok && gguf_add_tensor(w, "blk.0.ffn_up.weight", GGML_TYPE_F16, 2, (int64_t[]){ 48, 2 }, f16[1], 192);
+    ok = ok && gguf_add_tensor(w, long_name, GGML_TYPE_F32, 2, (int64_t[]){ 32, 2 }, f32[1], 256);
+    ok = ok && gguf_add_tensor(w, "cube.weight", GGML_TYPE_F32, 3, (int64_t[]){ 32, 2, 2 }, f32[2], 512);
+    ok = ok && gguf_add_tensor(w, "blk.0.ffn_gate_inp.weight", GGML_TYPE_F32, 2, (int64_t[]){ 32, 2 }, f32[3], 256);
+    if (with_i32) ok = ok && gguf_add_tensor(w, "ints.weight", GGML_TYPE_I32, 2, (int64_t[]){ 32, 2 }, i32, 256);
+    ok = ok && gguf_write_file(w, path);
+    gguf_writer_free(w);
+    return ok;
+}
+
+static void test_odd_model(void) {
+    char in[256], out[256];
+    snprintf(in, sizeof in, "%s", tmp_file("odd.gguf"));
+    snprintf(out, sizeof out, "%s", tmp_file("odd-q8.gguf"));
+    CHECK_MSG(write_odd_model(in, false), "%s", error_last());
+    llama_model_quantize_params p = params_for(LLAMA_FTYPE_MOSTLY_Q8_0);
+    p.nthread = 3;
+    CHECK_MSG(quantize(in, out, p), "%s", error_last());
+    struct gguf_reader *r = gguf_open_file(out, true), *src = gguf_open_file(in, true);
+    CHECK(r && src);
+    if (r && src) {
+        static const struct { enum ggml_type type; uint32_t n_dims; } want[] = {
+            { GGML_TYPE_F16, 1 },  /* [3, 1]: one dimension for ggml, so not quantized (and written as 1-D) */
+            { GGML_TYPE_Q8_0, 2 }, /* unaligned F32 input */
+            { GGML_TYPE_F16, 2 },  /* rows of 48 do not fit Q8_0 blocks: kept */
+            { GGML_TYPE_Q8_0, 2 }, /* a 607-character name */
+            { GGML_TYPE_F32, 3 },  /* only 2-D tensors are quantized */
+            { GGML_TYPE_F32, 2 },  /* MoE routers never */
+        };
+        CHECK_EQ_INT(gguf_n_tensors(r), 6);
+        CHECK_EQ_INT(gguf_alignment(r), 1);
+        for (int64_t i = 0; i < gguf_n_tensors(r) && i < 6; i++) {
+            const struct gguf_tensor_info *t = gguf_tensor(r, i);
+            CHECK_MSG(t->type == want[i].type && t->n_dims == want[i].n_dims, "%s: %s, %u dims", t->name,
+                      type_name(t->type), t->n_dims);
+        }
+        check_against_reference(out, in);
+    }
+    gguf_close(r);
+    gguf_close(src);
+    /* a 2-D integer weight cannot be converted */
+    CHECK(write_odd_model(in, true));
+    remove(out);
+    error_clear();
+    CHECK(!quantize(in, out, p));
+    CHECK(strstr(error_last(), "ints.weight: cannot dequantize/convert tensor type i32") != NULL);
+    CHECK(!file_exists(out));
 }
 
 /* ---- hostile inputs and bad arguments ------------------------------------------------------ */
@@ -832,6 +905,7 @@ int main(void) {
     test_leave_output_tensor();
     test_requantize();
     test_threads();
+    test_odd_model();
     test_hostile();
     test_cli();
     nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);

@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -373,26 +374,42 @@ static double mib(size_t bytes) {
     return (double)bytes / 1024.0 / 1024.0;
 }
 
+/* snprintf at buf[*len], never past `size` (long tensor names are cut). */
+static void append(char *buf, size_t size, size_t *len, const char *fmt, ...) LC_PRINTF(4, 5);
+static void append(char *buf, size_t size, size_t *len, const char *fmt, ...) {
+    if (*len + 1 >= size) return;
+    va_list ap;
+    va_start(ap, fmt);
+    const int n = vsnprintf(buf + *len, size - *len, fmt, ap);
+    va_end(ap);
+    if (n > 0) *len = *len + (size_t)n < size ? *len + (size_t)n : size - 1;
+}
+
+static void append_hist(char *buf, size_t size, size_t *len, const int64_t hist[HIST_BINS], double n) {
+    for (int b = 0; b < HIST_BINS; b++) append(buf, size, len, "%5.3f ", (double)hist[b] / n);
+}
+
+static int64_t hist_total(const int64_t hist[HIST_BINS]) {
+    int64_t total = 0;
+    for (int b = 0; b < HIST_BINS; b++) total += hist[b];
+    return total;
+}
+
 /* One progress line per tensor, in the layout of b1892's quantizer. */
 static void log_tensor(const struct quantize_run *q, int64_t i, const struct tensor_plan *p, size_t in_size,
                        size_t out_size, const int64_t hist[HIST_BINS]) {
     const struct gguf_tensor_info *t = p->info;
     char line[512];
-    int n = snprintf(line, sizeof line, "[%4" PRId64 "/%4" PRId64 "] %36s - [%5" PRId64 ", %5" PRId64 ", %5" PRId64
-                     ", %5" PRId64 "], type = %6s, ", i + 1, q->n_tensors, t->name, t->ne[0], t->ne[1], t->ne[2],
-                     t->ne[3], type_name(t->type));
+    size_t len = 0;
+    append(line, sizeof line, &len, "[%4" PRId64 "/%4" PRId64 "] %36s - [%5" PRId64 ", %5" PRId64 ", %5" PRId64
+           ", %5" PRId64 "], type = %6s, ", i + 1, q->n_tensors, t->name, t->ne[0], t->ne[1], t->ne[2], t->ne[3],
+           type_name(t->type));
     if (!p->convert) {
-        snprintf(line + n, sizeof line - (size_t)n, "size = %8.3f MB\n", mib(in_size));
-        LOG_INFO("%s", line);
-        return;
-    }
-    n += snprintf(line + n, sizeof line - (size_t)n, "quantizing to %s .. size = %8.2f MiB -> %8.2f MiB | hist: ",
-                  type_name(p->type), mib(in_size), mib(out_size));
-    int64_t total = 0;
-    for (int b = 0; b < HIST_BINS; b++) total += hist[b];
-    const double n_elements = (double)tensor_n_elements(t);
-    for (int b = 0; total > 0 && b < HIST_BINS && n < (int)sizeof line - 8; b++) {
-        n += snprintf(line + n, sizeof line - (size_t)n, "%5.3f ", (double)hist[b] / n_elements);
+        append(line, sizeof line, &len, "size = %8.3f MB", mib(in_size));
+    } else {
+        append(line, sizeof line, &len, "quantizing to %s .. size = %8.2f MiB -> %8.2f MiB | hist: ",
+               type_name(p->type), mib(in_size), mib(out_size));
+        if (hist_total(hist) > 0) append_hist(line, sizeof line, &len, hist, (double)tensor_n_elements(t));
     }
     LOG_INFO("%s\n", line);
 }
@@ -436,14 +453,11 @@ static bool write_tensors(const struct quantize_run *q, struct gguf_stream *s, s
     free(buf.f32);
     free(buf.out);
     if (!ok) return false;
-    int64_t total = 0;
-    for (int b = 0; b < HIST_BINS; b++) total += hist_all[b];
-    if (total > 0) {
+    if (hist_total(hist_all) > 0) {
         char line[256];
-        int n = snprintf(line, sizeof line, "quantize: hist: ");
-        for (int b = 0; b < HIST_BINS; b++) {
-            n += snprintf(line + n, sizeof line - (size_t)n, "%5.3f ", (double)hist_all[b] / (double)total);
-        }
+        size_t len = 0;
+        append(line, sizeof line, &len, "quantize: hist: ");
+        append_hist(line, sizeof line, &len, hist_all, (double)hist_total(hist_all));
         LOG_INFO("%s\n", line);
     }
     return true;
