@@ -16,6 +16,10 @@
 #define MAX_QUANTIZATION_TOTAL_ERROR_2BITS 0.0075f
 #define MAX_QUANTIZATION_REFERENCE_ERROR 0.0001f
 #define MAX_DOT_PRODUCT_ERROR 0.02f
+/* b1892's test has no IQ2 case (those types have no from_float there); on
+ * its data IQ2_XXS, at 2.06 bits, measures 0.043 (our quantizer gives b1892's
+ * bytes on real tensors, see test_quant_files), so it gets a low-bit budget. */
+#define MAX_DOT_PRODUCT_ERROR_IQ2_XXS 0.05f
 
 #define TEST_SIZE (32 * 128)
 
@@ -138,7 +142,8 @@ static void test_errors(void) {
         float result = INFINITY;
         tt->vec_dot(TEST_SIZE, &result, g_q1, g_q2);
         const float dot_err = (float)(fabs(result - dot_ref) / TEST_SIZE);
-        CHECK_MSG(dot_err < MAX_DOT_PRODUCT_ERROR, "%s dot product error %g", tt->name, dot_err);
+        const float dot_budget = type == GGML_TYPE_IQ2_XXS ? MAX_DOT_PRODUCT_ERROR_IQ2_XXS : MAX_DOT_PRODUCT_ERROR;
+        CHECK_MSG(dot_err < dot_budget, "%s dot product error %g", tt->name, dot_err);
         printf("%-8s %12.6f %12.6f %12.6f\n", tt->name, quant_err, ref_err, dot_err);
 
         /* vec_dot is the dot of what the two rows dequantize to. */
@@ -308,7 +313,8 @@ static void test_iq2_codebooks(void) {
             hash = (hash ^ books[b].grid[k]) * 1099511628211ull;
         }
         CHECK_EQ_INT(bad, 0);
-        printf("iq2 codebook %d: fnv %016llx\n", books[b].size, (unsigned long long)hash);
+        /* Pins the tables that reproduced every IQ2 block of b1892's files. */
+        CHECK(hash == (b == 0 ? 0xb5c65adf794765a6ull : 0xc171de346ccb1d28ull));
     }
     /* Spot values from b1892's iq2xxs_grid / iq2xs_grid. */
     CHECK(iq2_xxs_grid[100] == 0x08192b0808081908ull);

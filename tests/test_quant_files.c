@@ -65,6 +65,8 @@ static const float *imatrix_find(const struct imatrix *im, const char *name, int
 
 /* ---- comparison ------------------------------------------------------------------ */
 
+#define IQ2_ROWS_CHECKED 64
+
 struct type_stats {
     int64_t tensors, elements, blocks, blocks_differing;
     double ref_sq;        /* sum of x^2 of the F32 values */
@@ -93,6 +95,48 @@ static bool is_legacy(enum ggml_type type) {
            type == GGML_TYPE_Q8_0;
 }
 
+/* Our quantization of an F32 tensor, kept so that the files sharing a
+ * (tensor, type, importance matrix) combination quantize it once. */
+struct quantized {
+    const char *name;
+    enum ggml_type type;
+    const float *imatrix;
+    void *bytes;
+    float *dequantized;
+    size_t size;
+};
+static struct quantized g_cache[512];
+static int g_cache_n;
+
+static const struct quantized *quantize_cached(const struct gguf_tensor_info *fr, enum ggml_type type, const float *imatrix,
+                                               int64_t nrows, size_t size) {
+    for (int i = 0; i < g_cache_n; i++) {
+        const struct quantized *c = &g_cache[i];
+        if (c->type == type && c->imatrix == imatrix && strcmp(c->name, fr->name) == 0) return c;
+    }
+    if (g_cache_n == (int)(sizeof g_cache / sizeof g_cache[0])) return NULL;
+    const int64_t nel = fr->ne[0] * nrows;
+    struct quantized *c = &g_cache[g_cache_n++];
+    c->name = fr->name;
+    c->type = type;
+    c->imatrix = imatrix;
+    c->size = size;
+    c->bytes = malloc(size);
+    c->dequantized = malloc((size_t)nel * sizeof(float));
+    const size_t written = quant_quantize_chunk(type, fr->data, c->bytes, 0, nrows, fr->ne[0], NULL, imatrix);
+    CHECK_MSG(written == size, "%s as %s: wrote %zu of %zu bytes", fr->name, type_name(type), written, size);
+    type_traits_get(type)->to_float(c->bytes, c->dequantized, nel);
+    return c;
+}
+
+static void cache_free(void) {
+    for (int i = 0; i < g_cache_n; i++) {
+        free(g_cache[i].bytes);
+        free(g_cache[i].dequantized);
+    }
+    g_cache_n = 0;
+}
+
 /* Compares every quantized tensor of `path` with the F32 model `ref`. */
 static void compare_file(const struct gguf_reader *ref, const char *rel, const struct imatrix *im,
                          bool require_identical_k) {
@@ -112,20 +156,27 @@ static void compare_file(const struct gguf_reader *ref, const char *rel, const s
         const struct gguf_tensor_info *fr = gguf_tensor(ref, fi);
         CHECK(fr->type == GGML_TYPE_F32);
         const int64_t n_per_row = ti->ne[0];
-        const int64_t nel = ti->ne[0] * ti->ne[1] * ti->ne[2] * ti->ne[3];
         CHECK(memcmp(fr->ne, ti->ne, sizeof ti->ne) == 0);
-        const int64_t nrows = nel / n_per_row;
         const struct type_traits *tt = type_traits_get(ti->type);
+        /* IQ2 quantization is slow (a full codebook search per group): its
+         * tensors are compared on their first rows. */
+        int64_t nrows = ti->ne[1] * ti->ne[2] * ti->ne[3];
+        if (quant_requires_imatrix(ti->type) && nrows > IQ2_ROWS_CHECKED) nrows = IQ2_ROWS_CHECKED;
+        const int64_t nel = n_per_row * nrows;
+        size_t size;
+        CHECK(type_row_size(ti->type, n_per_row, &size));
+        size *= (size_t)nrows;
         const float *x = fr->data;   /* GGUF data is aligned: floats can be read in place */
 
         float *deq = malloc((size_t)nel * sizeof(float));
-        void *ours = malloc(ti->size);
-        float *ours_deq = malloc((size_t)nel * sizeof(float));
         tt->to_float(ti->data, deq, nel);
-        const float *imatrix = imatrix_find(im, ti->name, n_per_row);
-        const size_t written = quant_quantize_chunk(ti->type, x, ours, 0, nrows, n_per_row, NULL, imatrix);
-        CHECK_MSG(written == ti->size, "%s %s: wrote %zu of %zu bytes", rel, ti->name, written, ti->size);
-        tt->to_float(ours, ours_deq, nel);
+        const struct quantized *ours = quantize_cached(fr, ti->type, imatrix_find(im, ti->name, n_per_row), nrows, size);
+        CHECK(ours != NULL);
+        if (!ours) {
+            free(deq);
+            continue;
+        }
+        const float *ours_deq = ours->dequantized;
 
         struct type_stats *s = &stats[ti->type];
         s->tensors++;
@@ -137,15 +188,13 @@ static void compare_file(const struct gguf_reader *ref, const char *rel, const s
             s->ours_sq += e2 * e2;
             if (fabs(e1) > s->max_abs_err) s->max_abs_err = fabs(e1);
         }
-        const int64_t nblocks = (int64_t)(ti->size / tt->type_size);
+        const int64_t nblocks = (int64_t)(size / tt->type_size);
         s->blocks += nblocks;
         for (int64_t b = 0; b < nblocks; b++) {
             const size_t off = (size_t)b * tt->type_size;
-            if (memcmp((const char *)ti->data + off, (const char *)ours + off, tt->type_size) != 0) s->blocks_differing++;
+            if (memcmp((const char *)ti->data + off, (const char *)ours->bytes + off, tt->type_size) != 0) s->blocks_differing++;
         }
         free(deq);
-        free(ours);
-        free(ours_deq);
     }
 
     for (int ty = 0; ty < GGML_TYPE_COUNT; ty++) {
@@ -179,6 +228,7 @@ int main(void) {
     compare_file(stories, "models/stories260K-Q8_0.gguf", NULL, true);
     compare_file(stories, "models/stories260K-Q4_0.gguf", NULL, true);
     compare_file(stories, "models/stories260K-F16.gguf", NULL, true);
+    cache_free();   /* tensor names repeat across models */
 
     static const char *const plain[] = {
         "models/synth-k/synth-k-F16.gguf",        "models/synth-k/synth-k-Q8_0.gguf",
@@ -207,6 +257,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof with_imatrix / sizeof with_imatrix[0]; i++) compare_file(synth, with_imatrix[i], &im, true);
     imatrix_free(&im);
 
+    cache_free();
     gguf_close(stories);
     gguf_close(synth);
     return test_finish("test_quant_files");

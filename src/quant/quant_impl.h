@@ -11,6 +11,7 @@
 #ifndef LLAMAC_QUANT_QUANT_IMPL_H
 #define LLAMAC_QUANT_QUANT_IMPL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -97,14 +98,30 @@ _Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
 _Static_assert(sizeof(block_iq2_xxs) == 66, "block_iq2_xxs layout");
 _Static_assert(sizeof(block_iq2_xs) == 74, "block_iq2_xs layout");
 
+/*
+ * Rounding is part of the format contract here: the quantizers reproduce the
+ * bytes of b1892's files. Those were made by an x86-64 build whose compiler
+ * fused some multiply-adds into one rounding (GCC's FMA contraction, with the
+ * AMD Zen tuning that keeps loop-carried sums unfused). The quantizers spell
+ * each of those fusions out with fmaf(), so every build, with or without FMA
+ * hardware, gives the same bytes; the compiler must fuse nothing else.
+ */
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 /* Round to nearest, ties to even, for |f| < 2^22 (ggml's nearest_int: adding
  * 1.5*2^23 leaves the integer in the low mantissa bits). */
-static inline int quant_nearest_int(float f) {
-    const float biased = f + 12582912.f;
+static inline int quant_int_of_biased(float biased) {
     int32_t bits;
     memcpy(&bits, &biased, sizeof bits);
     return (bits & 0x007fffff) - 0x00400000;
 }
+static inline int quant_nearest_int(float f) { return quant_int_of_biased(f + 12582912.f); }
+/* nearest_int(a * b) with the product not rounded first (fused, as b1892's build). */
+static inline int quant_nearest_int_fma(float a, float b) { return quant_int_of_biased(fmaf(a, b, 12582912.f)); }
 
 /* ---- F32, F16 (quant_float.c) ---------------------------------------------- */
 void quant_f32_copy(const void *src, float *dst, int64_t n);

@@ -243,7 +243,7 @@ static uint16_t levels_code(const int8_t *L) {
 /* Levels of 8 values at inverse scale id, clamped to 0..2. */
 static void levels_at(float id, const float *xval, int8_t *L) {
     for (int i = 0; i < 8; i++) {
-        const int l = quant_nearest_int(0.5f * (id * xval[i] - 1));
+        const int l = quant_nearest_int(0.5f * fmaf(id, xval[i], -1.f));
         L[i] = (int8_t)MAX(0, MIN(2, l));
     }
 }
@@ -259,8 +259,8 @@ static int best_neighbour(const struct iq2_search *t, uint16_t code, const float
         float d2 = 0;
         for (int i = 0; i < 8; i++) {
             const float q = (float)grid_odd(t, nb[j], i);
-            const float diff = scale * q - xval[i];
-            d2 += weight[i] * diff * diff;
+            const float diff = fmaf(scale, q, -xval[i]);
+            d2 = fmaf(weight[i] * diff, diff, d2);
         }
         if (d2 < best_d2) {
             best_d2 = d2;
@@ -324,7 +324,7 @@ static float search_group(const struct iq2_search *t, int ngroups, const float *
     float best = 0;
     float scale = max / (2 * kMaxQ - 1);
     for (int is = -9; is <= 9; is++) {
-        const float id = (2 * kMaxQ - 1 + is * 0.1f) / max;
+        const float id = fmaf((float)is, 0.1f, (float)(2 * kMaxQ - 1)) / max;
         const float this_scale = 1 / id;
         for (int k = 0; k < ngroups; k++) {
             levels_at(id, xval + 8 * k, Laux + 8 * k);
@@ -336,8 +336,8 @@ static float search_group(const struct iq2_search *t, int ngroups, const float *
         for (int i = 0; i < n; i++) {
             const float w = weight[i];
             const float q = 2 * Laux[i] + 1;
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
+            sumqx = fmaf(w * xval[i], q, sumqx);
+            sumq2 = fmaf(w * q, q, sumq2);
         }
         if (sumq2 > 0 && sumqx * sumqx > best * sumq2) {
             scale = sumqx / sumq2;
@@ -366,8 +366,8 @@ static float search_group(const struct iq2_search *t, int ngroups, const float *
         for (int i = 0; i < n; i++) {
             const float w = weight[i];
             const float q = 2 * L[i] + 1;
-            sumqx += w * xval[i] * q;
-            sumq2 += w * q * q;
+            sumqx = fmaf(w * xval[i], q, sumqx);
+            sumq2 = fmaf(w * q, q, sumq2);
         }
         if (sumq2 > 0) scale = sumqx / sumq2;
     }
@@ -380,7 +380,7 @@ static float search_group(const struct iq2_search *t, int ngroups, const float *
 }
 
 static void importance_weights(const float *xb, const float *qw, float sigma2, int n, float *weight, float *waux) {
-    for (int i = 0; i < n; i++) weight[i] = qw[i] * sqrtf(sigma2 + xb[i] * xb[i]);
+    for (int i = 0; i < n; i++) weight[i] = qw[i] * sqrtf(fmaf(xb[i], xb[i], sigma2));
     if (waux) {
         for (int i = 0; i < n; i++) waux[i] = sqrtf(weight[i]);
     }
@@ -410,7 +410,7 @@ static void xxs_refine_block(const struct iq2_search *t, const float *xbl, const
     float weight[32];
     float sumqx = 0, sumq2 = 0;
     for (int ib = 0; ib < QK_K / 32; ib++) {
-        int l = quant_nearest_int(0.5f * (id * scales[ib] - 1));
+        int l = quant_nearest_int(0.5f * fmaf(id, scales[ib], -1.f));
         l = MAX(0, MIN(15, l));
         q2[2 * ib + 1] |= (uint32_t)l << 28;
         const float *xb = xbl + 32 * ib;
@@ -426,13 +426,13 @@ static void xxs_refine_block(const struct iq2_search *t, const float *xbl, const
             float best_mse = 0;
             for (int j = 0; j < 8; j++) {
                 const float diff = db * grid_odd(t, current, j) * sign_of(signs, j) - xk[j];
-                best_mse += wk[j] * diff * diff;
+                best_mse = fmaf(wk[j] * diff, diff, best_mse);
             }
             for (int idx = 0; idx < t->grid_size; idx++) {
                 float mse = 0;
                 for (int j = 0; j < 8; j++) {
                     const float diff = db * grid_odd(t, idx, j) * sign_of(signs, j) - xk[j];
-                    mse += wk[j] * diff * diff;
+                    mse = fmaf(wk[j] * diff, diff, mse);
                 }
                 if (mse < best_mse) {
                     best_mse = mse;
@@ -442,8 +442,8 @@ static void xxs_refine_block(const struct iq2_search *t, const float *xbl, const
             u |= (uint32_t)best_index << (8 * k);
             for (int j = 0; j < 8; j++) {
                 const float q = db * grid_odd(t, best_index, j) * sign_of(signs, j);
-                sumqx += wk[j] * q * xk[j];
-                sumq2 += wk[j] * q * q;
+                sumqx = fmaf(wk[j] * q, xk[j], sumqx);
+                sumq2 = fmaf(wk[j] * q, q, sumq2);
             }
         }
         q2[2 * ib] = u;
@@ -546,7 +546,7 @@ bool quant_iq2_xs_quantize_imatrix(const float *x, void *vy, int64_t n, const fl
         y[ibl].d = fp32_to_fp16(d);
         const float id = 1 / d;
         for (int ib = 0; ib < QK_K / 16; ib++) {
-            int l = quant_nearest_int(0.5f * (id * scales[ib] - 1));
+            int l = quant_nearest_int(0.5f * fmaf(id, scales[ib], -1.f));
             l = MAX(0, MIN(15, l));
             y[ibl].scales[ib / 2] |= (uint8_t)(l << (4 * (ib % 2)));
         }

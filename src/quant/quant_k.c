@@ -33,29 +33,36 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const fl
     float iscale = -nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = quant_nearest_int(iscale * x[i]);
+        int l = quant_nearest_int_fma(iscale, x[i]);
         l = MAX(-nmax, MIN(nmax - 1, l));
         L[i] = (int8_t)(l + nmax);
         const float w = weights ? weights[i] : x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
+        sumlx = fmaf(w * x[i], (float)l, sumlx);
+        suml2 = fmaf(w * l, (float)l, suml2);
     }
     float scale = sumlx / suml2;
     float best = scale * sumlx;
     for (int is = -9; is <= 9; is++) {
         if (is == 0) continue;
-        iscale = -(nmax + 0.1f * is) / max;
+        iscale = -fmaf(0.1f, (float)is, (float)nmax) / max;
         sumlx = suml2 = 0;
         for (int i = 0; i < n; i++) {
-            int l = quant_nearest_int(iscale * x[i]);
+            int l = quant_nearest_int_fma(iscale, x[i]);
             l = MAX(-nmax, MIN(nmax - 1, l));
             const float w = weights ? weights[i] : x[i] * x[i];
-            sumlx += w * x[i] * l;
-            suml2 += w * l * l;
+            /* b1892's compiler vectorized this loop for nmax 32 (products
+             * rounded, then summed in order) and fused it otherwise. */
+            if (nmax == 32) {
+                sumlx += w * x[i] * l;
+                suml2 += w * l * l;
+            } else {
+                sumlx = fmaf(w * x[i], (float)l, sumlx);
+                suml2 = fmaf(w * l, (float)l, suml2);
+            }
         }
         if (suml2 > 0 && sumlx * sumlx > best * suml2) {
             for (int i = 0; i < n; i++) {
-                const int l = quant_nearest_int(iscale * x[i]);
+                const int l = quant_nearest_int_fma(iscale, x[i]);
                 L[i] = (int8_t)(nmax + MAX(-nmax, MIN(nmax - 1, l)));
             }
             scale = sumlx / suml2;
@@ -80,25 +87,25 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
     const float iscale = -nmax / max;
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = quant_nearest_int(iscale * x[i]);
+        int l = quant_nearest_int_fma(iscale, x[i]);
         l = MAX(-nmax, MIN(nmax - 1, l));
         L[i] = (int8_t)l;
         const float w = x[i] * x[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
+        sumlx = fmaf(w * x[i], (float)l, sumlx);
+        suml2 = fmaf(w * l, (float)l, suml2);
     }
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {
             const float w = x[i] * x[i];
-            float slx = sumlx - w * x[i] * L[i];
+            float slx = fmaf(-(w * x[i]), (float)L[i], sumlx);
             if (slx > 0) {
-                float sl2 = suml2 - w * L[i] * L[i];
+                float sl2 = fmaf(-(w * L[i]), (float)L[i], suml2);
                 int new_l = quant_nearest_int(x[i] * sl2 / slx);
                 new_l = MAX(-nmax, MIN(nmax - 1, new_l));
                 if (new_l != L[i]) {
-                    slx += w * x[i] * new_l;
-                    sl2 += w * new_l * new_l;
+                    slx = fmaf(w * x[i], (float)new_l, slx);
+                    sl2 = fmaf(w * new_l, (float)new_l, sl2);
                     if (sl2 > 0 && slx * slx * suml2 > sumlx * sumlx * sl2) {
                         L[i] = (int8_t)new_l;
                         sumlx = slx;
@@ -129,7 +136,8 @@ static float make_qkx_quants(int n, int nmax, const float *x, const float *weigh
         if (x[i] > max) max = x[i];
         const float w = weights[i];
         sum_w += w;
-        sum_x += w * x[i];
+        /* b1892's compiler fused this sum only where it unrolled the loop (n = 16). */
+        sum_x = n <= 16 ? fmaf(w, x[i], sum_x) : sum_x + w * x[i];
     }
     if (min > 0) min = 0;
     if (max == min) {
@@ -141,37 +149,37 @@ static float make_qkx_quants(int n, int nmax, const float *x, const float *weigh
     float scale = 1 / iscale;
     float best_mad = 0;
     for (int i = 0; i < n; i++) {
-        const int l = quant_nearest_int(iscale * (x[i] - min));
+        const int l = quant_nearest_int_fma(iscale, (x[i] - min));
         L[i] = (uint8_t)MAX(0, MIN(nmax, l));
-        float diff = scale * L[i] + min - x[i];
+        float diff = fmaf(scale, (float)L[i], min) - x[i];
         diff = use_mad ? fabsf(diff) : diff * diff;
-        best_mad += weights[i] * diff;
+        best_mad = fmaf(weights[i], diff, best_mad);
     }
     for (int is = 0; is <= nstep; is++) {
-        iscale = (rmin + rdelta * is + nmax) / (max - min);
+        iscale = (fmaf(rdelta, (float)is, rmin) + nmax) / (max - min);
         float sum_l = 0, sum_l2 = 0, sum_xl = 0;
         for (int i = 0; i < n; i++) {
-            int l = quant_nearest_int(iscale * (x[i] - min));
+            int l = quant_nearest_int_fma(iscale, (x[i] - min));
             l = MAX(0, MIN(nmax, l));
             Laux[i] = (uint8_t)l;
-            const float w = weights[i];
-            sum_l += w * l;
-            sum_l2 += w * l * l;
-            sum_xl += w * l * x[i];
+            const float wl = weights[i] * l;
+            sum_l += wl;
+            sum_l2 = fmaf(wl, (float)l, sum_l2);
+            sum_xl = fmaf(wl, x[i], sum_xl);
         }
-        const float D = sum_w * sum_l2 - sum_l * sum_l;
+        const float D = fmaf(sum_w, sum_l2, -(sum_l * sum_l));
         if (D > 0) {
-            float this_scale = (sum_w * sum_xl - sum_x * sum_l) / D;
-            float this_min = (sum_l2 * sum_x - sum_l * sum_xl) / D;
+            float this_scale = fmaf(-sum_x, sum_l, sum_w * sum_xl) / D;
+            float this_min = fmaf(sum_l2, sum_x, -(sum_l * sum_xl)) / D;
             if (this_min > 0) {
                 this_min = 0;
                 this_scale = sum_xl / sum_l2;
             }
             float mad = 0;
             for (int i = 0; i < n; i++) {
-                float diff = this_scale * Laux[i] + this_min - x[i];
+                float diff = fmaf(this_scale, (float)Laux[i], this_min) - x[i];
                 diff = use_mad ? fabsf(diff) : diff * diff;
-                mad += weights[i] * diff;
+                mad = fmaf(weights[i], diff, mad);
             }
             if (mad < best_mad) {
                 memcpy(L, Laux, (size_t)n);
@@ -195,23 +203,23 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
         return 0.f;
     }
     float iscale = nmax / max;
-    for (int i = 0; i < n; i++) L[i] = (uint8_t)quant_nearest_int(iscale * x[i]);
+    for (int i = 0; i < n; i++) L[i] = (uint8_t)quant_nearest_int_fma(iscale, x[i]);
     const float scale = 1 / iscale;
     float best_mse = 0;
     for (int i = 0; i < n; i++) {
-        const float diff = x[i] - scale * L[i];
-        best_mse += quant_weights[i] * diff * diff;
+        const float diff = fmaf(-scale, (float)L[i], x[i]);
+        best_mse = fmaf(quant_weights[i] * diff, diff, best_mse);
     }
     for (int is = -4; is <= 4; is++) {
         if (is == 0) continue;
-        const float iscale_is = (0.1f * is + nmax) / max;
+        const float iscale_is = fmaf(0.1f, (float)is, (float)nmax) / max;
         const float scale_is = 1 / iscale_is;
         float mse = 0;
         for (int i = 0; i < n; i++) {
-            int l = quant_nearest_int(iscale_is * x[i]);
+            int l = quant_nearest_int_fma(iscale_is, x[i]);
             l = MIN(nmax, l);
-            const float diff = x[i] - scale_is * l;
-            mse += quant_weights[i] * diff * diff;
+            const float diff = fmaf(-scale_is, (float)l, x[i]);
+            mse = fmaf(quant_weights[i] * diff, diff, mse);
         }
         if (mse < best_mse) {
             best_mse = mse;
@@ -220,25 +228,25 @@ static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const f
     }
     float sumlx = 0, suml2 = 0;
     for (int i = 0; i < n; i++) {
-        int l = quant_nearest_int(iscale * x[i]);
+        int l = quant_nearest_int_fma(iscale, x[i]);
         l = MIN(nmax, l);
         L[i] = (uint8_t)l;
         const float w = quant_weights[i];
-        sumlx += w * x[i] * l;
-        suml2 += w * l * l;
+        sumlx = fmaf(w * x[i], (float)l, sumlx);
+        suml2 = fmaf(w * l, (float)l, suml2);
     }
     for (int itry = 0; itry < 5; itry++) {
         int n_changed = 0;
         for (int i = 0; i < n; i++) {
             const float w = quant_weights[i];
-            float slx = sumlx - w * x[i] * L[i];
-            float sl2 = suml2 - w * L[i] * L[i];
+            float slx = fmaf(-(w * x[i]), (float)L[i], sumlx);
+            float sl2 = fmaf(-(w * L[i]), (float)L[i], suml2);
             if (slx > 0 && sl2 > 0) {
                 int new_l = quant_nearest_int(x[i] * sl2 / slx);
                 new_l = MIN(nmax, new_l);
                 if (new_l != L[i]) {
-                    slx += w * x[i] * new_l;
-                    sl2 += w * new_l * new_l;
+                    slx = fmaf(w * x[i], (float)new_l, slx);
+                    sl2 = fmaf(w * new_l, (float)new_l, sl2);
                     if (slx * slx * suml2 > sumlx * sumlx * sl2) {
                         L[i] = (uint8_t)new_l;
                         sumlx = slx;
@@ -340,7 +348,7 @@ void quant_q2_K_quantize_ref(const float *x, void *vy, int64_t n) {
         }
         if (max_scale > 0) {
             const float iscale = q4scale / max_scale;
-            for (int j = 0; j < QK_K / 16; j++) y[i].scales[j] = (uint8_t)quant_nearest_int(iscale * scales[j]);
+            for (int j = 0; j < QK_K / 16; j++) y[i].scales[j] = (uint8_t)quant_nearest_int_fma(iscale, scales[j]);
             y[i].d = fp32_to_fp16(max_scale / q4scale);
         } else {
             memset(y[i].scales, 0, sizeof y[i].scales);
@@ -349,7 +357,7 @@ void quant_q2_K_quantize_ref(const float *x, void *vy, int64_t n) {
         if (max_min > 0) {
             const float iscale = q4scale / max_min;
             for (int j = 0; j < QK_K / 16; j++) {
-                y[i].scales[j] |= (uint8_t)(quant_nearest_int(iscale * mins[j]) << 4);
+                y[i].scales[j] |= (uint8_t)(quant_nearest_int_fma(iscale, mins[j]) << 4);
             }
             y[i].dmin = fp32_to_fp16(max_min / q4scale);
         } else {
@@ -370,7 +378,7 @@ void quant_q2_K_quantize_imatrix(const float *x, void *vy, int64_t n, const floa
         const float sigma2 = sumx2 / QK_K;
         for (int j = 0; j < QK_K / 16; j++) {
             const float *w = qw + QK_K * i + 16 * j;
-            for (int l = 0; l < 16; l++) weight[l] = w[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            for (int l = 0; l < 16; l++) weight[l] = w[l] * sqrtf(fmaf(x[16 * j + l], x[16 * j + l], sigma2));
             sw[j] = 0;
             for (int l = 0; l < 16; l++) sw[j] += weight[l];
             scales[j] = make_qkx_quants(16, 3, x + 16 * j, weight, L + 16 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
@@ -478,7 +486,7 @@ void quant_q3_K_quantize_ref(const float *x, void *vy, int64_t n) {
             int l6[QK_K / 16];
             for (int j = 0; j < QK_K / 16; j++) {
                 /* b1892 keeps this in an int8_t before clamping. */
-                const int8_t l = (int8_t)quant_nearest_int(iscale * scales[j]);
+                const int8_t l = (int8_t)quant_nearest_int_fma(iscale, scales[j]);
                 l6[j] = MAX(-32, MIN(31, l)) + 32;
             }
             q3_K_pack_scales(l6, y[i].scales);
@@ -501,7 +509,7 @@ void quant_q3_K_quantize_imatrix(const float *x, void *vy, int64_t n, const floa
         const float sigma2 = 2 * sumx2 / QK_K;
         for (int j = 0; j < QK_K / 16; j++) {
             const float *w = qw + QK_K * i + 16 * j;
-            for (int l = 0; l < 16; l++) weight[l] = w[l] * sqrtf(sigma2 + x[16 * j + l] * x[16 * j + l]);
+            for (int l = 0; l < 16; l++) weight[l] = w[l] * sqrtf(fmaf(x[16 * j + l], x[16 * j + l], sigma2));
             float sumw = 0;
             for (int l = 0; l < 16; l++) sumw += weight[l];
             sw[j] = sumw;
@@ -590,8 +598,8 @@ static void k4_store_scales_and_requantize(const float *x, const float *scales, 
     const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
     uint8_t ls[QK_K / 32], lm[QK_K / 32];
     for (int j = 0; j < QK_K / 32; j++) {
-        ls[j] = (uint8_t)MIN(63, (uint8_t)quant_nearest_int(inv_scale * scales[j]));
-        lm[j] = (uint8_t)MIN(63, (uint8_t)quant_nearest_int(inv_min * mins[j]));
+        ls[j] = (uint8_t)MIN(63, (uint8_t)quant_nearest_int_fma(inv_scale, scales[j]));
+        lm[j] = (uint8_t)MIN(63, (uint8_t)quant_nearest_int_fma(inv_min, mins[j]));
     }
     set_scales_mins_k4(ls, lm, scales_out);
     *d_out = fp32_to_fp16(max_scale / 63.f);
@@ -626,7 +634,7 @@ static void k4_search(const float *x, const float *qw, int nmax, uint8_t *L, flo
     for (int j = 0; j < QK_K / 32; j++) {
         const float *xb = x + 32 * j;
         if (qw) {
-            for (int l = 0; l < 32; l++) weights[l] = qw[32 * j + l] * sqrtf(sigma2 + xb[l] * xb[l]);
+            for (int l = 0; l < 32; l++) weights[l] = qw[32 * j + l] * sqrtf(fmaf(xb[l], xb[l], sigma2));
             scales[j] = make_qkx_quants(32, nmax, xb, weights, L + 32 * j, &mins[j], Laux, -0.9f, 0.05f, 36, false);
         } else {
             float sum_x2 = 0;
@@ -808,7 +816,7 @@ static void q6_K_quantize_block(const float *x, block_q6_K *y, const float *qw) 
     }
     const float iscale = -128.f / max_scale;
     y->d = fp32_to_fp16(1 / iscale);
-    for (int ib = 0; ib < QK_K / 16; ib++) y->scales[ib] = (int8_t)MIN(127, quant_nearest_int(iscale * scales[ib]));
+    for (int ib = 0; ib < QK_K / 16; ib++) y->scales[ib] = (int8_t)MIN(127, quant_nearest_int_fma(iscale, scales[ib]));
     for (int j = 0; j < QK_K / 16; j++) {
         const float d = fp16_to_fp32(y->d) * y->scales[j];
         if (!d) continue;
@@ -894,7 +902,7 @@ void quant_q8_K_quantize_ref(const float *x, void *vy, int64_t n) {
         }
         /* -127 (not -128) keeps every quant in [-127, 127], as IQ2 needs. */
         const float iscale = -127.f / max;
-        for (int j = 0; j < QK_K; j++) y[i].qs[j] = (int8_t)MIN(127, quant_nearest_int(iscale * x[j]));
+        for (int j = 0; j < QK_K; j++) y[i].qs[j] = (int8_t)MIN(127, quant_nearest_int_fma(iscale, x[j]));
         for (int j = 0; j < QK_K / 16; j++) {
             int sum = 0;
             for (int ii = 0; ii < 16; ii++) sum += y[i].qs[16 * j + ii];

@@ -59,10 +59,8 @@ void quant_q4_0_quantize_ref(const float *x, void *vy, int64_t n) {
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = fp32_to_fp16(d);
         for (int j = 0; j < QK4_0 / 2; j++) {
-            const float x0 = x[j] * id;
-            const float x1 = x[QK4_0 / 2 + j] * id;
-            const int q0 = trunc_clamp(x0 + 8.5f, 0, 15);
-            const int q1 = trunc_clamp(x1 + 8.5f, 0, 15);
+            const int q0 = trunc_clamp(fmaf(x[j], id, 8.5f), 0, 15);
+            const int q1 = trunc_clamp(fmaf(x[QK4_0 / 2 + j], id, 8.5f), 0, 15);
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
@@ -78,10 +76,8 @@ void quant_q4_1_quantize_ref(const float *x, void *vy, int64_t n) {
         y[i].d = fp32_to_fp16(d);
         y[i].m = fp32_to_fp16(min);
         for (int j = 0; j < QK4_1 / 2; j++) {
-            const float x0 = (x[j] - min) * id;
-            const float x1 = (x[QK4_1 / 2 + j] - min) * id;
-            const int q0 = trunc_clamp(x0 + 0.5f, 0, 15);
-            const int q1 = trunc_clamp(x1 + 0.5f, 0, 15);
+            const int q0 = trunc_clamp(fmaf(x[j] - min, id, 0.5f), 0, 15);
+            const int q1 = trunc_clamp(fmaf(x[QK4_1 / 2 + j] - min, id, 0.5f), 0, 15);
             y[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
         }
     }
@@ -105,7 +101,7 @@ void quant_q5_0_quantize_ref(const float *x, void *vy, int64_t n) {
         const float id = d ? 1.0f / d : 0.0f;
         y[i].d = fp32_to_fp16(d);
         int q[QK5_0];
-        for (int j = 0; j < QK5_0; j++) q[j] = trunc_clamp(x[j] * id + 16.5f, 0, 31);
+        for (int j = 0; j < QK5_0; j++) q[j] = trunc_clamp(fmaf(x[j], id, 16.5f), 0, 31);
         pack_q5(q, y[i].qs, y[i].qh);
     }
 }
@@ -120,7 +116,7 @@ void quant_q5_1_quantize_ref(const float *x, void *vy, int64_t n) {
         y[i].d = fp32_to_fp16(d);
         y[i].m = fp32_to_fp16(min);
         int q[QK5_1];
-        for (int j = 0; j < QK5_1; j++) q[j] = trunc_clamp((x[j] - min) * id + 0.5f, 0, 31);
+        for (int j = 0; j < QK5_1; j++) q[j] = trunc_clamp(fmaf(x[j] - min, id, 0.5f), 0, 31);
         pack_q5(q, y[i].qs, y[i].qh);
     }
 }
