@@ -3,9 +3,8 @@
  *
  * - Every file type of golden/eval-synth-k.json: synth-k-F32.gguf quantized
  *   (with synth-k.imatrix where b1892 needed it) must give b1892's tensor
- *   types, general.file_type and metadata, and byte-identical data for the
- *   element types whose quantizers are exact (k_exact_types); the others
- *   are counted and reported (LLAMAC_QUANTIZE_EXACT=1 makes them required).
+ *   types, general.file_type, and the shared file byte for byte (metadata and
+ *   every tensor's data, k-quants and IQ2 included).
  * - stories260K -> Q8_0 / Q4_0 and synth-moe -> Q8_0: the whole file equals
  *   the shared one.
  * - only_copy, pure, allow_requantize, quantize_output_tensor, nthread, F16
@@ -359,26 +358,13 @@ static void test_mix_rules(void) {
 
 /* ---- comparing files ------------------------------------------------------------------- */
 
-/* Types whose quantizers reproduce b1892 byte for byte (required to match). */
-static bool type_is_exact(enum ggml_type t) {
-    const char *all = getenv("LLAMAC_QUANTIZE_EXACT");
-    if (all && *all && strcmp(all, "0") != 0) return true;
-    switch (t) {
-    case GGML_TYPE_F32: case GGML_TYPE_F16: case GGML_TYPE_Q4_0: case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_0:
-    case GGML_TYPE_Q5_1: case GGML_TYPE_Q8_0: case GGML_TYPE_Q3_K:
-        return true;
-    default:
-        return false;
-    }
-}
-
 struct compare_result {
-    int n_tensors, n_identical, n_inexact_differing;
+    int n_tensors, n_identical;
 };
 
 /* Compares `got` with b1892's `want`: metadata, tensor names/types/shapes, and data. */
 static struct compare_result compare_with_reference(const char *got, const char *want, const char *label) {
-    struct compare_result res = { 0, 0, 0 };
+    struct compare_result res = { 0, 0 };
     struct gguf_reader *a = gguf_open_file(got, true), *b = gguf_open_file(want, true);
     CHECK_MSG(a && b, "%s: %s", label, error_last());
     if (!a || !b) goto done;
@@ -400,11 +386,7 @@ static struct compare_result compare_with_reference(const char *got, const char 
         res.n_tensors++;
         const bool same = ta->size == tb->size && memcmp(ta->data, tb->data, ta->size) == 0;
         res.n_identical += same;
-        if (type_is_exact(tb->type)) {
-            CHECK_MSG(same, "%s: %s (%s) differs from b1892's", label, ta->name, type_name(tb->type));
-        } else {
-            res.n_inexact_differing += !same;
-        }
+        CHECK_MSG(same, "%s: %s (%s) differs from b1892's", label, ta->name, type_name(tb->type));
     }
 done:
     gguf_close(a);
@@ -476,6 +458,7 @@ static void test_golden_synth_k(void) {
         snprintf(want_rel, sizeof want_rel, "models/synth-k/%s", file);
         const struct compare_result c = compare_with_reference(out, test_require_shared(want_rel), file);
         const bool whole = files_equal(out, test_require_shared(want_rel));
+        CHECK_MSG(whole, "%s: the file differs from b1892's", file);
         n_whole_identical += whole;
         printf("  %-24s %2d/%2d tensors byte-identical to b1892%s\n", file, c.n_identical, c.n_tensors,
                whole ? " (whole file)" : "");
