@@ -104,12 +104,8 @@ int common_parse_option(const char *cmd, int argc, char **argv, int *i, struct c
     if (!strcmp(a, "--mlock")) { p->use_mlock = true; return 1; }
     if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) return parse_kv_type(cmd, argc, argv, i, &p->type_k);
     if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) return parse_kv_type(cmd, argc, argv, i, &p->type_v);
-    if (!strcmp(a, "--lora")) {
-        p->use_mmap = false; /* the adapter rewrites weights: read them into memory */
-        return (p->lora_path = option_value(cmd, argc, argv, i)) ? 1 : -1;
-    }
+    if (!strcmp(a, "--lora")) return (p->lora_path = option_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--lora-scaled")) {
-        p->use_mmap = false;
         if (!(p->lora_path = option_value(cmd, argc, argv, i))) return -1;
         return parse_float_opt(cmd, argc, argv, i, &p->lora_scale);
     }
