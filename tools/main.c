@@ -6,8 +6,11 @@
 
 #include "cli.h"
 
+int cmd_info(int argc, char **argv);
+
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
+    { "info", cmd_info, "print a GGUF file's metadata and tensor table" },
     { NULL, NULL, NULL }
 };
 

@@ -27,9 +27,10 @@
 #include "ggml.h"
 
 #define TENSOR_MAX_DIMS 4
-#define TENSOR_MAX_SRC 6
+#define TENSOR_MAX_SRC 10     /* mul_mat_id: ids, b and up to 8 experts (as b1892) */
 #define TENSOR_MAX_OP_PARAMS 16 /* int32 slots */
 #define TENSOR_MAX_NAME 64
+#define TENSOR_DATA_ALIGN 64  /* alignment of tensor data in a context's arena */
 
 enum tensor_op {
     OP_NONE = 0,     /* a leaf: weights, inputs */
@@ -258,11 +259,14 @@ const char *tensor_op_name(enum tensor_op op);
 /* ---- graphs --------------------------------------------------------------------- */
 
 struct graph {
-    int n_nodes;            /* ops to compute, in dependency order */
+    int n_nodes;            /* ops to compute, in dependency order (views included) */
     int n_leafs;            /* tensors without an op (inputs, weights) */
     int capacity;
     struct tensor **nodes;
     struct tensor **leafs;
+    /* private: open-addressing set of the tensors already added */
+    size_t visited_size;
+    struct tensor **visited;
 };
 
 /* A graph with room for `capacity` nodes and leafs, allocated in ctx. */

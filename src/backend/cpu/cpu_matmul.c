@@ -1,0 +1,227 @@
+/*
+ * Matrix products: mul_mat, mul_mat_id (mixture of experts), out_prod.
+ *
+ * As b1892 (ggml_compute_forward_mul_mat): src1 (the activations) is first
+ * converted to the weight type's vec_dot type — F32 weights keep F32, F16
+ * weights round the activations to F16, Q4_0/Q5_x/Q8_0 quantize them to Q8_0
+ * (Q4_1/Q5_1 to Q8_1), the k-quants and IQ2 to Q8_K — and then every output
+ * value is one vec_dot(weight row, converted column). Those roundings are
+ * what the golden logits carry; the order of the additions inside a dot
+ * product is the reference's own (double accumulation for F32/F16, the quant
+ * module's vec_dot for the rest).
+ */
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/fp16.h"
+#include "quant/quant.h"
+
+typedef void (*cpu_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
+
+static void cpu_vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
+    const float *a = x, *b = y;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(a[i] * b[i]);
+    *s = (float)sum;
+}
+
+/* products of two halves are exact in float */
+static void cpu_vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
+    const fp16_t *a = x, *b = y;
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; i++) sum += (double)(fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]));
+    *s = (float)sum;
+}
+
+struct cpu_dot_kind {
+    cpu_vec_dot_fn vec_dot;
+    enum ggml_type vec_dot_type;
+};
+
+/* vec_dot is NULL when the weight type has no dot product (yet). */
+static struct cpu_dot_kind cpu_dot_kind_get(enum ggml_type type) {
+    if (type == GGML_TYPE_F32) return (struct cpu_dot_kind){ cpu_vec_dot_f32, GGML_TYPE_F32 };
+    if (type == GGML_TYPE_F16) return (struct cpu_dot_kind){ cpu_vec_dot_f16, GGML_TYPE_F16 };
+    const struct type_traits *tt = type_traits_get(type);
+    if (!tt || !tt->is_quantized || !tt->vec_dot || !type_traits_get(tt->vec_dot_type)) {
+        return (struct cpu_dot_kind){ NULL, GGML_TYPE_F32 };
+    }
+    return (struct cpu_dot_kind){ tt->vec_dot, tt->vec_dot_type };
+}
+
+static bool cpu_mul_mat_check(const struct tensor *w, const struct tensor *x, const struct tensor *dst) {
+    const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
+    if (!k.vec_dot) return false;
+    const struct type_traits *wt = type_traits_get(w->type), *xt = type_traits_get(x->type);
+    if (w->nb[0] != wt->type_size || x->nb[0] != xt->type_size) return false;
+    if (dst->type != GGML_TYPE_F32 || dst->nb[0] != sizeof(float)) return false;
+    if (x->type == k.vec_dot_type) return true;
+    if (x->ne[0] % type_traits_get(k.vec_dot_type)->blck_size != 0) return false;
+    return cpu_type_to_float_ok(x->type) && cpu_type_from_float_ok(k.vec_dot_type);
+}
+
+/* ---- src1 conversion (INIT phase), shared by mul_mat and mul_mat_id ---------------- */
+
+static size_t cpu_conv_row_size(const struct tensor *w, const struct tensor *x) {
+    const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
+    size_t size = 0;
+    type_row_size(k.vec_dot_type, x->ne[0], &size);
+    return size;
+}
+
+/* Bytes for the converted src1 plus per-thread float rows (0 when no conversion). */
+static size_t cpu_conv_work(const struct tensor *w, const struct tensor *x, int n_threads) {
+    const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
+    if (!k.vec_dot || x->type == k.vec_dot_type) return 0;
+    return cpu_scratch_stride(cpu_conv_row_size(w, x) * (size_t)tensor_nrows(x)) +
+           (size_t)n_threads * cpu_scratch_stride((size_t)x->ne[0] * sizeof(float));
+}
+
+static void cpu_conv_src1(const struct cpu_task *task, const struct tensor *w, const struct tensor *x) {
+    const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
+    if (x->type == k.vec_dot_type) return;
+    const size_t row_size = cpu_conv_row_size(w, x);
+    float *tmp = cpu_task_scratch(task, cpu_scratch_stride(row_size * (size_t)tensor_nrows(x)),
+                                  (size_t)x->ne[0] * sizeof(float));
+    int64_t r0, r1;
+    cpu_task_rows(task, tensor_nrows(x), &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        cpu_row_index(x, r, &i1, &i2, &i3);
+        const void *src = cpu_elem(x, 0, i1, i2, i3);
+        char *out = task->wdata + (size_t)r * row_size;
+        if (x->type == GGML_TYPE_F32) {
+            cpu_row_from_float(k.vec_dot_type, src, out, x->ne[0]);
+        } else {
+            cpu_row_to_float(x->type, src, x->nb[0], tmp, x->ne[0]);
+            cpu_row_from_float(k.vec_dot_type, tmp, out, x->ne[0]);
+        }
+    }
+}
+
+/* Column (i11, i12, i13) of src1 as the dot product's second operand. */
+static const void *cpu_src1_col(const struct cpu_task *task, const struct tensor *w, const struct tensor *x,
+                                int64_t i11, int64_t i12, int64_t i13) {
+    const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
+    if (x->type == k.vec_dot_type) return cpu_elem(x, 0, i11, i12, i13);
+    const int64_t r = i11 + x->ne[1] * (i12 + x->ne[2] * i13);
+    return task->wdata + (size_t)r * cpu_conv_row_size(w, x);
+}
+
+/* ---- mul_mat --------------------------------------------------------------------------- */
+
+static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    if (task->phase == CPU_PHASE_INIT) {
+        cpu_conv_src1(task, w, x);
+        return;
+    }
+    const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
+    const int64_t nr0 = w->ne[1];
+    const int64_t nr1 = x->ne[1] * x->ne[2] * x->ne[3];
+    const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+    /* split the larger of the two dimensions between the threads (as b1892) */
+    int64_t a0 = 0, a1 = nr0, b0 = 0, b1 = nr1;
+    if (nr0 > nr1) {
+        cpu_task_rows(task, nr0, &a0, &a1);
+    } else {
+        cpu_task_rows(task, nr1, &b0, &b1);
+    }
+    for (int64_t c = b0; c < b1; c++) {
+        int64_t i11, i12, i13;
+        cpu_row_index(x, c, &i11, &i12, &i13);
+        /* the weight broadcasts over dims 2 and 3: x slice i12 uses w slice i12 / r2 (GQA) */
+        const char *wmat = cpu_elem(w, 0, 0, i12 / r2, i13 / r3);
+        const void *col = cpu_src1_col(task, w, x, i11, i12, i13);
+        float *out = cpu_elem(dst, 0, i11, i12, i13);
+        for (int64_t i = a0; i < a1; i++) k.vec_dot(w->ne[0], &out[i], wmat + i * w->nb[1], col);
+    }
+}
+
+static size_t cpu_mul_mat_work(const struct tensor *dst, int n_threads) {
+    return cpu_conv_work(dst->src[0], dst->src[1], n_threads);
+}
+
+static bool cpu_mul_mat_supported(const struct tensor *dst) {
+    return cpu_mul_mat_check(dst->src[0], dst->src[1], dst);
+}
+
+const struct cpu_op_desc cpu_desc_mul_mat = {
+    .kernel = cpu_mul_mat, .has_init = true, .work_size = cpu_mul_mat_work, .supported = cpu_mul_mat_supported,
+};
+
+/* ---- mul_mat_id: dst column c = as[ids[id, c]] x b column c ---------------------------- */
+
+static void cpu_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *ids = dst->src[0], *x = dst->src[1], *w0 = dst->src[2];
+    if (task->phase == CPU_PHASE_INIT) {
+        cpu_conv_src1(task, w0, x);
+        return;
+    }
+    const int id = dst->op_params[0], n_as = dst->op_params[1];
+    const struct cpu_dot_kind k = cpu_dot_kind_get(w0->type);
+    int64_t c0, c1;
+    cpu_task_rows(task, x->ne[1] * x->ne[2] * x->ne[3], &c0, &c1);
+    for (int64_t c = c0; c < c1; c++) {
+        int64_t i11, i12, i13;
+        cpu_row_index(x, c, &i11, &i12, &i13);
+        int32_t e;
+        memcpy(&e, cpu_elem(ids, id, i11, i12, i13), sizeof e);
+        if (e < 0 || e >= n_as) {
+            cpu_kernel_fail(task, CPU_ERR_EXPERT_INDEX);
+            continue;
+        }
+        const struct tensor *w = dst->src[2 + e];
+        const char *wmat = cpu_elem(w, 0, 0, i12 / (x->ne[2] / w->ne[2]), i13 / (x->ne[3] / w->ne[3]));
+        const void *col = cpu_src1_col(task, w0, x, i11, i12, i13);
+        float *out = cpu_elem(dst, 0, i11, i12, i13);
+        for (int64_t i = 0; i < w->ne[1]; i++) k.vec_dot(w->ne[0], &out[i], wmat + i * w->nb[1], col);
+    }
+}
+
+static size_t cpu_mul_mat_id_work(const struct tensor *dst, int n_threads) {
+    return cpu_conv_work(dst->src[2], dst->src[1], n_threads);
+}
+
+static bool cpu_mul_mat_id_supported(const struct tensor *dst) {
+    const int n_as = dst->op_params[1];
+    if (dst->src[0]->type != GGML_TYPE_I32) return false;
+    for (int e = 0; e < n_as; e++) {
+        if (!cpu_mul_mat_check(dst->src[2 + e], dst->src[1], dst)) return false;
+    }
+    return true;
+}
+
+const struct cpu_op_desc cpu_desc_mul_mat_id = {
+    .kernel = cpu_mul_mat_id, .has_init = true, .work_size = cpu_mul_mat_id_work, .supported = cpu_mul_mat_id_supported,
+};
+
+/* ---- out_prod: dst[i0, i1] = sum_j a[i0, j] * b[i1, j], added in j order in float ------- */
+
+static void cpu_out_prod(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *a = dst->src[0], *b = dst->src[1];
+    int64_t r0, r1;
+    cpu_task_rows(task, tensor_nrows(dst), &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        cpu_row_index(dst, r, &i1, &i2, &i3);
+        float *out = cpu_elem(dst, 0, i1, i2, i3);
+        for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) out[i0] = 0.0f;
+        for (int64_t j = 0; j < a->ne[1]; j++) {
+            float v;
+            memcpy(&v, cpu_elem(b, i1, j, i2, i3), sizeof v);
+            for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) {
+                float av;
+                memcpy(&av, cpu_elem(a, i0, j, i2, i3), sizeof av);
+                out[i0] += av * v;
+            }
+        }
+    }
+}
+
+static bool cpu_out_prod_supported(const struct tensor *dst) {
+    return dst->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float) && dst->src[0]->type == GGML_TYPE_F32 &&
+           dst->src[1]->type == GGML_TYPE_F32;
+}
+
+const struct cpu_op_desc cpu_desc_out_prod = { .kernel = cpu_out_prod, .supported = cpu_out_prod_supported };

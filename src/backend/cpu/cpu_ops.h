@@ -1,0 +1,113 @@
+/*
+ * Internals of the CPU compute engine: how a kernel is called, the per-op
+ * table (kernel, phases, work memory, support check) and the helpers the
+ * kernels share. Not for other modules: use cpu_compute.h.
+ *
+ * A node runs in up to three phases, each on every thread of the pool with a
+ * barrier after it: INIT (e.g. converting src1 for a matrix product),
+ * COMPUTE, FINALIZE (e.g. a reduction over rows). Kernels split their work by
+ * rows so that every output value is computed the same way whatever the
+ * number of threads: results do not depend on the thread count.
+ */
+#ifndef LLAMAC_BACKEND_CPU_CPU_OPS_H
+#define LLAMAC_BACKEND_CPU_CPU_OPS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+enum cpu_phase { CPU_PHASE_INIT, CPU_PHASE_COMPUTE, CPU_PHASE_FINALIZE };
+
+struct cpu_task {
+    int ith, nth;              /* this thread, number of threads */
+    enum cpu_phase phase;
+    char *wdata;               /* work memory shared by the threads (see cpu_op_desc.work_size) */
+    size_t wsize;
+    atomic_int *error;         /* set to a nonzero code when the data is bad (see cpu_kernel_fail) */
+};
+
+typedef void (*cpu_kernel_fn)(const struct cpu_task *task, struct tensor *dst);
+
+struct cpu_op_desc {
+    cpu_kernel_fn kernel;      /* NULL: no compute (views) */
+    bool has_init, has_finalize;
+    /* bytes of work memory for n_threads threads (NULL: none) */
+    size_t (*work_size)(const struct tensor *dst, int n_threads);
+    /* whether the kernel handles these types and layouts (NULL: always) */
+    bool (*supported)(const struct tensor *dst);
+};
+
+/* The descriptor of an op; NULL for an unknown op. */
+const struct cpu_op_desc *cpu_op_desc_get(enum tensor_op op);
+
+/* Errors a kernel can find in the data (not in the shapes, checked before). */
+enum cpu_kernel_error {
+    CPU_ERR_NONE = 0,
+    CPU_ERR_ROW_INDEX,       /* get_rows index out of range */
+    CPU_ERR_EXPERT_INDEX,    /* mul_mat_id expert id out of range */
+};
+static inline void cpu_kernel_fail(const struct cpu_task *task, enum cpu_kernel_error err) {
+    int expected = CPU_ERR_NONE;
+    atomic_compare_exchange_strong(task->error, &expected, (int)err);
+}
+
+/* Rows [*r0, *r1) of nr for this thread. */
+static inline void cpu_task_rows(const struct cpu_task *task, int64_t nr, int64_t *r0, int64_t *r1) {
+    const int64_t dr = (nr + task->nth - 1) / task->nth;
+    const int64_t a = dr * task->ith;
+    *r0 = a < nr ? a : nr;
+    *r1 = a + dr < nr ? a + dr : nr;
+}
+
+/* Per-thread scratch of `per_thread` bytes (rounded to 64) in the work memory after `offset`. */
+static inline size_t cpu_scratch_stride(size_t per_thread) { return (per_thread + 63) & ~(size_t)63; }
+static inline void *cpu_task_scratch(const struct cpu_task *task, size_t offset, size_t per_thread) {
+    return task->wdata + offset + (size_t)task->ith * cpu_scratch_stride(per_thread);
+}
+
+/* Address of element (i0, i1, i2, i3). */
+static inline void *cpu_elem(const struct tensor *t, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    return (char *)t->data + i0 * t->nb[0] + i1 * t->nb[1] + i2 * t->nb[2] + i3 * t->nb[3];
+}
+
+/* Row r (r = i1 + ne1*(i2 + ne2*i3)) as indices i1, i2, i3. */
+static inline void cpu_row_index(const struct tensor *t, int64_t r, int64_t *i1, int64_t *i2, int64_t *i3) {
+    *i1 = r % t->ne[1];
+    r /= t->ne[1];
+    *i2 = r % t->ne[2];
+    *i3 = r / t->ne[2];
+}
+
+/* Converts ne elements starting at src (element stride `stride` bytes for F32,
+ * F16 and I32; packed blocks for quantized types) to floats. */
+void cpu_row_to_float(enum ggml_type type, const void *src, size_t stride, float *dst, int64_t ne);
+/* Whether cpu_row_to_float can convert this type (quantized: to_float present). */
+bool cpu_type_to_float_ok(enum ggml_type type);
+/* Whether rows of floats can be stored as this type (F32, F16, or from_float present). */
+bool cpu_type_from_float_ok(enum ggml_type type);
+/* Stores ne floats as a packed row of `type` (F16 rounds to nearest even). */
+void cpu_row_from_float(enum ggml_type type, const float *src, void *dst, int64_t ne);
+
+/* b1892's F16 lookup tables (value of f at every half-precision input, stored
+ * as half precision): GGML_GELU_FP16, GGML_GELU_QUICK_FP16, GGML_SILU_FP16 and
+ * the exp table used by soft_max. Filled once (cpu_tables_init). */
+void cpu_tables_init(void);
+float cpu_table_exp(float x);
+float cpu_table_silu(float x);
+float cpu_table_gelu(float x);
+float cpu_table_gelu_quick(float x);
+
+/* Kernel groups (one file each). */
+extern const struct cpu_op_desc cpu_desc_dup, cpu_desc_add, cpu_desc_add1, cpu_desc_acc, cpu_desc_sub,
+    cpu_desc_mul, cpu_desc_div, cpu_desc_sqr, cpu_desc_sqrt, cpu_desc_log, cpu_desc_sum, cpu_desc_sum_rows,
+    cpu_desc_mean, cpu_desc_repeat, cpu_desc_repeat_back, cpu_desc_concat, cpu_desc_norm, cpu_desc_rms_norm,
+    cpu_desc_rms_norm_back, cpu_desc_mul_mat, cpu_desc_mul_mat_id, cpu_desc_out_prod, cpu_desc_scale,
+    cpu_desc_set, cpu_desc_get_rows, cpu_desc_get_rows_back, cpu_desc_diag, cpu_desc_diag_mask,
+    cpu_desc_soft_max, cpu_desc_soft_max_back, cpu_desc_rope, cpu_desc_alibi, cpu_desc_clamp, cpu_desc_argsort,
+    cpu_desc_pad, cpu_desc_unary, cpu_desc_silu_back, cpu_desc_cross_entropy_loss,
+    cpu_desc_cross_entropy_loss_back;
+
+#endif
