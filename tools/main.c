@@ -9,7 +9,10 @@
 int cmd_info(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
+int cmd_run(int argc, char **argv);
+
 static const struct cli_command g_commands[] = {
+    { "run", cmd_run, "generate text from a prompt" },
     { "info", cmd_info, "print a GGUF file's metadata and tensor table" },
     { NULL, NULL, NULL }
 };
