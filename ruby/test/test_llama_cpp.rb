@@ -99,7 +99,7 @@ class TestLLaMACppModule < Minitest::Test
     assert_equal 'prompt must be a String', e.message
     e = assert_raises(ArgumentError) { LLaMACpp.generate(context, 'x', n_threads: 2) }
     assert_equal 'unknown keyword: :n_threads', e.message
-    e = assert_raises(ArgumentError) { LLaMACpp.generate(context, 'Once ' * 200) }
+    e = assert_raises(ArgumentError) { LLaMACpp.generate(context, 'Once upon a time ' * 100) }
     assert_match(/\Aprompt is too long \d+ tokens, maximum is 252\z/, e.message)
   end
 end

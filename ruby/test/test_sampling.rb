@@ -10,8 +10,11 @@ class TestSampling < Minitest::Test
     @context ||= new_context(load_stories)
   end
 
+  # As b1892's test-sampling builds them: logit = logf(p) of the float probability.
   def from_probs(probs)
-    LLaMACpp::TokenDataArray.new(probs.each_with_index.map { |p, i| LLaMACpp::TokenData.new(id: i, logit: Math.log(p), p: 0.0) })
+    LLaMACpp::TokenDataArray.new(probs.each_with_index.map do |p, i|
+      LLaMACpp::TokenData.new(id: i, logit: Math.log([p].pack('e').unpack1('e')), p: 0.0)
+    end)
   end
 
   def assert_probs(expected, candidates, tolerance)
@@ -93,7 +96,7 @@ class TestSampling < Minitest::Test
     context.sample_typical(c, prob: 0.5)
     assert_probs [0.2, 0.2, 0.2], c, 1e-3
     refute c.sorted
-    [[0.05, 4], [0.5, 2], [0.76, 1]].each do |p, kept|
+    [[0.05, 4], [0.25, 4], [0.5, 2], [0.6, 2], [0.74, 2], [0.76, 1], [1.0, 1]].each do |p, kept|
       c = from_probs([0.1, 0.2, 0.3, 0.4])
       context.sample_min_p(c, prob: p)
       assert_equal kept, c.size, "min_p #{p}"
