@@ -4,6 +4,9 @@
 #   2. the minitest suite in ruby/test/
 #   3. gem build + gem install into a temporary GEM_HOME, then a fresh
 #      `ruby -e 'require "llama_cpp"'` process generates text from stories260K
+#   4. with LLAMAC_RUBY_ASAN=1: the suite again with the extension built under
+#      AddressSanitizer + UBSan (build-ruby-asan/; Ruby itself is not
+#      instrumented, so stack checks are off: Ruby longjmps over C frames)
 # The shared models come from $LLAMAC_SHARED or ../shared; without them the
 # model tests skip, unless LLAMAC_REQUIRE_SHARED=1 (CI) makes that a failure.
 set -euo pipefail
@@ -18,9 +21,26 @@ mkdir -p "$build/ext" "$build/lib/llama_cpp"
 (cd "$build/ext" && ruby "$root/ruby/ext/llama_cpp/extconf.rb" >/dev/null && make -j"$jobs" >/dev/null)
 cp "$build/ext/llama_cpp.so" "$build/lib/llama_cpp/llama_cpp.so"
 
+run_suite() { # $1: the directory holding llama_cpp/llama_cpp.so
+  ruby -I"$1" -I"$root/ruby/lib" -I"$root/ruby/test" \
+    -e 'Dir[File.join(ARGV.shift, "test_*.rb")].sort.each { |f| require f }' "$root/ruby/test"
+}
+
 echo "== ruby minitest"
-ruby -I"$build/lib" -I"$root/ruby/lib" -I"$root/ruby/test" \
-  -e 'Dir[File.join(ARGV.shift, "test_*.rb")].sort.each { |f| require f }' "$root/ruby/test"
+run_suite "$build/lib"
+
+if [ "${LLAMAC_RUBY_ASAN:-0}" = 1 ]; then
+  echo "== ruby minitest, extension under AddressSanitizer + UBSan (build-ruby-asan/)"
+  asan=$root/build-ruby-asan
+  mkdir -p "$asan/ext" "$asan/lib/llama_cpp"
+  (cd "$asan/ext" && ruby "$root/ruby/ext/llama_cpp/extconf.rb" \
+      --with-cflags="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=all --param asan-stack=0" \
+      --with-ldflags="-fsanitize=address,undefined" >/dev/null && make -j"$jobs" >/dev/null)
+  cp "$asan/ext/llama_cpp.so" "$asan/lib/llama_cpp/llama_cpp.so"
+  ASAN_OPTIONS=detect_leaks=0:use_sigaltstack=0:handle_segv=0 \
+    LD_PRELOAD="$(gcc -print-file-name=libasan.so) $(gcc -print-file-name=libubsan.so)${LD_PRELOAD:+ $LD_PRELOAD}" \
+    run_suite "$asan/lib"
+fi
 
 echo "== gem build, gem install, require in a fresh process"
 tmp=$(mktemp -d)
