@@ -33,6 +33,8 @@ module LLaMACpp
       n_batch = Integer(n_batch).clamp(1, self.n_batch)
 
       prompt_tokens = model.tokenize(text: prompt, add_bos: model.add_bos_token?)
+      raise ArgumentError, 'prompt must not be empty' if prompt_tokens.empty?
+
       n_ctx = self.n_ctx
       if prompt_tokens.size > n_ctx - 4
         raise ArgumentError, "prompt is too long #{prompt_tokens.size} tokens, maximum is #{n_ctx - 4}"

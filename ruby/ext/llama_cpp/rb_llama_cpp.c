@@ -191,8 +191,10 @@ static VALUE rb_llama_model_quantize(int argc, VALUE *argv, VALUE self) {
     }
     struct quantize_job q = { .job = { .run = quantize_run } };
     q.params = *rbllama_model_quantize_params_get(kw[2]);
-    q.input_path = rbllama_path_dup(kw[0], "input_path must be a string");
-    q.output_path = rbllama_path_dup(kw[1], "output_path must be a string");
+    /* StringValueCStr raises on a NUL byte: check both before copying either */
+    const char *input_path = StringValueCStr(kw[0]), *output_path = StringValueCStr(kw[1]);
+    q.input_path = ruby_strdup(input_path);
+    q.output_path = ruby_strdup(output_path);
     rb_ensure(quantize_body, (VALUE)&q, quantize_cleanup, (VALUE)&q);
     if (!q.job.ok) rbllama_raise_library_error(rb_eRuntimeError, "Failed to quantize model", q.job.err);
     return Qnil;
