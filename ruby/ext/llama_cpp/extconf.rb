@@ -28,13 +28,19 @@ source_root =
   else abort "llamac: the engine's C sources are missing (looked in #{repo_root} and #{vendor_root})"
   end
 
-# mkmf's checks log the compiler's output to mkmf.log; show it when one fails.
+# mkmf's checks log the compiler's output to mkmf.log; show it when one fails
+# (mkmf raises instead of returning false when the compiler cannot link at all).
 def require_check(what)
-  return if yield
-
+  reason = nil
+  begin
+    return if yield
+  rescue RuntimeError => e
+    reason = e.message.lines.first.strip
+  end
   log = File.exist?('mkmf.log') ? File.read('mkmf.log') : ''
   $stderr.puts log.lines.last(80).join
-  abort "llamac: #{what} failed (the compiler's output is above; full log: #{File.expand_path('mkmf.log')})"
+  abort "llamac: #{what} failed#{reason ? " (#{reason})" : ''}; the compiler's output is above " \
+        "(full log: #{File.expand_path('mkmf.log')})"
 end
 
 $CFLAGS << ' -std=c11 -pthread -fvisibility=hidden'
