@@ -13,7 +13,7 @@ module LLaMACpp
     # With a block, yields each piece of text as it is generated (whole UTF-8
     # characters only). Sampling: repetition penalties over the last
     # repeat_last_n tokens, then the grammar (a Grammar, used on a copy so the
-    # caller's stays unchanged), then top-k, tail-free, typical, top-p and
+    # caller's stays unchanged, or GBNF text), then top-k, tail-free, typical, top-p and
     # temperature, drawn from the context's RNG (ContextParams#seed);
     # temperature <= 0 picks the most likely token. Stops at the end-of-text
     # token. The KV cache is cleared first; when the context is full, the
@@ -22,7 +22,9 @@ module LLaMACpp
                  frequency: 0.0, presence: 0.0, top_k: 40, top_p: 0.95, tfs_z: 1.0, typical_p: 1.0,
                  temperature: 0.8, grammar: nil, &block)
       raise ArgumentError, 'prompt must be a String' unless prompt.is_a?(String)
-      raise ArgumentError, 'grammar must be a Grammar' unless grammar.nil? || grammar.is_a?(Grammar)
+
+      grammar = Grammar.parse(grammar) if grammar.is_a?(String)
+      raise ArgumentError, 'grammar must be a Grammar or GBNF text' unless grammar.nil? || grammar.is_a?(Grammar)
 
       sampling = {
         repeat_penalty: Float(repeat_penalty), frequency: Float(frequency), presence: Float(presence),

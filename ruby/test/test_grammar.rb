@@ -113,8 +113,42 @@ class TestGrammar < Minitest::Test
     text = new_context(model).generate('Once upon a time', grammar: build_grammar(arithmetic), temperature: 0.0,
                                                            repeat_penalty: 1.0)
     assert_equal arithmetic['generation']['text'], text
-    e = assert_raises(ArgumentError) { LLaMACpp.generate(new_context(model), 'x', grammar: 'root ::= "a"') }
-    assert_equal 'grammar must be a Grammar', e.message
+    e = assert_raises(ArgumentError) { LLaMACpp.generate(new_context(model), 'x', grammar: 42) }
+    assert_equal 'grammar must be a Grammar or GBNF text', e.message
+    text = LLaMACpp.generate(new_context(model, seed: 4), 'Once upon a time', n_predict: 60,
+                             grammar: grammar_data('word_list')['text'])
+    assert_match(/\A(?:- [a-z]{1,8}\n){1,3}- [a-z]{1,8}\z/, text, 'grammar given as GBNF text')
+  end
+
+  def test_parse_gbnf_text
+    model = load_stories
+    data = golden('grammar-stories260K.json')
+    data['grammars'].each do |g|
+      if g['parse_ok'] && !g['rules'].any?(&:empty?) && g['rules'].size == g['symbol_ids'].size
+        grammar = LLaMACpp::Grammar.parse(g['text'])
+        assert_instance_of LLaMACpp::Grammar, grammar, g['name']
+        next unless g['generation']
+
+        # the parsed grammar behaves as the golden element arrays
+        context = new_context(model)
+        decode_tokens(context, data['prompt_tokens'])
+        cand = candidates_from(context.logits)
+        context.sample_grammar(cand, grammar: grammar)
+        allowed = cand.to_a.count { |d| d.logit != -Float::INFINITY }
+        assert_equal g['generation']['allowed_candidates_per_step'].first, allowed, g['name']
+      else
+        e = assert_raises(ArgumentError, g['name']) { LLaMACpp::Grammar.parse(g['text']) }
+        assert_match(/\Agrammar: line \d+, column \d+: /, e.message, g['name'])
+      end
+    end
+    e = assert_raises(ArgumentError) { LLaMACpp::Grammar.parse("root ::= \"a\"\nroot ::= (") }
+    assert_match(/line 2, column \d+/, e.message)
+    e = assert_raises(ArgumentError) { LLaMACpp::Grammar.parse('start ::= "a"') }
+    assert_equal 'grammar: no rule named root', e.message
+    assert_instance_of LLaMACpp::Grammar, LLaMACpp::Grammar.parse('start ::= "a"', root: 'start')
+    e = assert_raises(ArgumentError) { LLaMACpp::Grammar.parse(1) }
+    assert_equal 'text must be a String', e.message
+    assert_raises(ArgumentError) { LLaMACpp::Grammar.parse("root ::= \"a\0\"") }
   end
 
   def test_accept_token_and_copies

@@ -1,6 +1,7 @@
 /*
  * LLaMACpp::GrammarElement and LLaMACpp::Grammar (rules given as element
- * arrays, the format b1892's GBNF parser produces).
+ * arrays, the format b1892's GBNF parser produces, or GBNF text parsed by
+ * the engine's parser: Grammar.parse).
  *
  * The element arrays handed to llama_grammar_init stay alive as long as the
  * grammar and every copy of it (b1892 keeps pointers into them), and they are
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "sample/gbnf.h"
 
 VALUE rb_cLLaMAGrammarElement;
 VALUE rb_cLLaMAGrammar;
@@ -108,6 +110,21 @@ struct llama_grammar *rbllama_grammar_get(VALUE self) {
     return g->grammar;
 }
 
+/* Initialises g from rules it takes ownership of (freed here on failure). */
+static void grammar_take(struct rb_grammar *g, llama_grammar_element *elements, const llama_grammar_element **rules,
+                         size_t n_rules, size_t start) {
+    error_clear();
+    struct llama_grammar *grammar = llama_grammar_init(rules, n_rules, start);
+    if (!grammar) {
+        xfree(elements);
+        xfree(rules);
+        rbllama_raise_library_error(rb_eArgError, "Failed to initialize grammar", error_last());
+    }
+    g->grammar = grammar;
+    g->elements = elements;
+    g->rules = rules;
+}
+
 static void check_rules(VALUE rules, long start) {
     const long n_rules = RARRAY_LEN(rules);
     if (n_rules == 0) rb_raise(rb_eArgError, "rules must not be empty");
@@ -170,17 +187,57 @@ static VALUE grammar_initialize(int argc, VALUE *argv, VALUE self) {
         rule_ptrs[r] = elements + k;
         for (long i = 0; i < RARRAY_LEN(rule); i++) elements[k++] = *element_get(RARRAY_AREF(rule, i));
     }
-    error_clear();
-    struct llama_grammar *grammar = llama_grammar_init(rule_ptrs, (size_t)n_rules, (size_t)start);
-    if (!grammar) {
-        xfree(elements);
-        xfree(rule_ptrs);
-        rbllama_raise_library_error(rb_eArgError, "Failed to initialize grammar", error_last());
-    }
-    g->grammar = grammar;
-    g->elements = elements;
-    g->rules = rule_ptrs;
+    grammar_take(g, elements, rule_ptrs, (size_t)n_rules, (size_t)start);
     return self;
+}
+
+/* The parser's last error without its "grammar: " prefix. */
+static const char *parse_error(void) {
+    const char *msg = error_last();
+    return strncmp(msg, "grammar: ", 9) == 0 ? msg + 9 : msg;
+}
+
+/* Grammar.parse(text, root: "root") — an addition: GBNF text, parsed as
+ * b1892's common/grammar-parser.cpp does. ArgumentError with the line and
+ * column of a syntax error, or naming an undefined rule. */
+static VALUE grammar_s_parse(int argc, VALUE *argv, VALUE klass) {
+    static const char *const names[] = { "root" };
+    VALUE text = Qnil, kwargs = Qnil, kw[1];
+    rb_scan_args(argc, argv, "1:", &text, &kwargs);
+    rbllama_get_kwargs(kwargs, names, 0, 1, kw);
+    if (!RB_TYPE_P(text, T_STRING)) rb_raise(rb_eArgError, "text must be a String");
+    VALUE root = kw[0] == Qundef ? rb_str_new_cstr("root") : kw[0];
+    if (!RB_TYPE_P(root, T_STRING)) rb_raise(rb_eArgError, "root must be a String");
+    const char *source = StringValueCStr(text), *root_name = StringValueCStr(root);
+
+    struct gbnf_grammar parsed;
+    error_clear();
+    /* the parser's messages read "grammar: line L, column C: ..." */
+    if (!gbnf_parse(source, &parsed)) rbllama_raise_library_error(rb_eArgError, "grammar", parse_error());
+    const int32_t start = gbnf_symbol_id(&parsed, root_name);
+    if (start < 0 || (size_t)start >= parsed.n_rules || !parsed.rules[start]) {
+        gbnf_grammar_free(&parsed);
+        rb_raise(rb_eArgError, "grammar: no rule named %s", root_name);
+    }
+    if (!gbnf_check_defined(&parsed, source)) {
+        gbnf_grammar_free(&parsed);
+        rbllama_raise_library_error(rb_eArgError, "grammar", parse_error());
+    }
+    size_t n_elements = 0;
+    for (size_t r = 0; r < parsed.n_rules; r++) n_elements += parsed.rule_lengths[r];
+    llama_grammar_element *elements = ruby_xmalloc2(n_elements, sizeof *elements);
+    const llama_grammar_element **rule_ptrs = ruby_xmalloc2(parsed.n_rules, sizeof *rule_ptrs);
+    size_t k = 0;
+    for (size_t r = 0; r < parsed.n_rules; r++) {
+        rule_ptrs[r] = elements + k;
+        memcpy(elements + k, parsed.rules[r], parsed.rule_lengths[r] * sizeof *elements);
+        k += parsed.rule_lengths[r];
+    }
+    const size_t n_rules = parsed.n_rules;
+    gbnf_grammar_free(&parsed);
+    VALUE obj = grammar_alloc(klass);
+    grammar_take(rb_check_typeddata(obj, &grammar_type), elements, rule_ptrs, n_rules, (size_t)start);
+    return obj;
 }
 
 /* Grammar#dup / #clone: an independent parse state (llama_grammar_copy). */
@@ -210,4 +267,5 @@ void rbllama_init_grammar(void) {
     rb_define_alloc_func(k, grammar_alloc);
     rb_define_method(k, "initialize", grammar_initialize, -1);
     rb_define_method(k, "initialize_copy", grammar_initialize_copy, 1);
+    rb_define_singleton_method(k, "parse", grammar_s_parse, -1);
 }
