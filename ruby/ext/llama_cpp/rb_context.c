@@ -59,6 +59,46 @@ static bool context_abort_requested(void *data) {
     return atomic_load((atomic_bool *)data);
 }
 
+struct new_context_job {
+    struct rbllama_job job;
+    struct llama_model *model;
+    struct llama_context_params params;
+    struct llama_context *ctx;
+};
+
+static void new_context_run(struct rbllama_job *job) {
+    struct new_context_job *j = (struct new_context_job *)job;
+    j->ctx = llama_new_context_with_model(j->model, j->params);
+    job->ok = j->ctx != NULL;
+    if (!job->ok) rbllama_job_take_error(job, "");
+}
+
+struct new_context_frame {
+    struct new_context_job *job;
+    struct rbllama_model_ref *ref;
+    bool returned;
+};
+
+static VALUE new_context_body(VALUE arg) {
+    struct new_context_frame *f = (struct new_context_frame *)arg;
+    rbllama_job_run(&f->job->job, NULL, NULL);
+    f->returned = true;
+    return Qnil;
+}
+
+/* Without a context to hand it to (failure, or an interrupt unwinding), drop
+ * the job's model reference, and the new context first. */
+static VALUE new_context_leave(VALUE arg) {
+    struct new_context_frame *f = (struct new_context_frame *)arg;
+    if (f->returned && f->job->ctx) return Qnil;
+    if (f->job->ctx) {
+        llama_free(f->job->ctx);
+        f->job->ctx = NULL;
+    }
+    rbllama_model_ref_release(f->ref);
+    return Qnil;
+}
+
 static VALUE context_initialize(int argc, VALUE *argv, VALUE self) {
     static const char *const names[] = { "model", "params" };
     VALUE kw[2];
@@ -70,12 +110,15 @@ static VALUE context_initialize(int argc, VALUE *argv, VALUE self) {
     struct rbllama_model_ref *ref = rbllama_model_ref(kw[0], "Model is empty");
     const struct llama_context_params params = *rbllama_context_params_get(kw[1]);
 
-    error_clear();
-    struct llama_context *ctx = llama_new_context_with_model(ref->model, params);
-    if (!ctx) rbllama_raise_library_error(rb_eRuntimeError, "Failed to initialize LLaMA context", error_last());
+    /* allocating (and clearing) a large KV cache takes a while: without the GVL */
+    struct new_context_job job = { .job = { .run = new_context_run }, .model = ref->model, .params = params };
+    rbllama_model_ref_retain(ref); /* the context's reference, taken now: Model#free may run meanwhile */
+    struct new_context_frame frame = { &job, ref, false };
+    rb_ensure(new_context_body, (VALUE)&frame, new_context_leave, (VALUE)&frame);
+    if (!job.ctx) rbllama_raise_library_error(rb_eRuntimeError, "Failed to initialize LLaMA context", job.job.err);
+    struct llama_context *ctx = job.ctx;
     rc->ctx = ctx;
     rc->model_ref = ref;
-    rbllama_model_ref_retain(ref);
     RB_OBJ_WRITE(self, &rc->model, kw[0]);
     rc->logits_all = params.logits_all;
     rc->embedding = params.embedding;

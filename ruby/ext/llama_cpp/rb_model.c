@@ -199,6 +199,10 @@ static void model_load_into(VALUE self, VALUE path, VALUE params) {
     rb_ensure(loader_loop, (VALUE)&l, loader_finish, (VALUE)&l);
     RB_GC_GUARD(l.block);
 
+    if (l.cancelled_by_block && l.model) { /* the load had finished by the time the block said no */
+        llama_free_model(l.model);
+        l.model = NULL;
+    }
     if (!l.model) {
         rbllama_raise_library_error(rb_eRuntimeError, "Failed to initialize LLaMA model",
                                     l.cancelled_by_block ? "loading was cancelled by the progress block" : l.err);
