@@ -7,6 +7,9 @@
 #include "cli.h"
 
 int cmd_info(int argc, char **argv);
+int cmd_grammar(int argc, char **argv);
+int cmd_train_tokenizer(int argc, char **argv);
+int cmd_quantize(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 int cmd_run(int argc, char **argv);
@@ -14,6 +17,9 @@ int cmd_run(int argc, char **argv);
 static const struct cli_command g_commands[] = {
     { "run", cmd_run, "generate text from a prompt" },
     { "info", cmd_info, "print a GGUF file's metadata and tensor table" },
+    { "grammar", cmd_grammar, "check a GBNF grammar and print its rules" },
+    { "train-tokenizer", cmd_train_tokenizer, "learn a SentencePiece-style BPE vocabulary from text" },
+    { "quantize", cmd_quantize, "convert a GGUF model to another file type (Q4_0 ... Q8_0, k-quants, IQ2, F16)" },
     { NULL, NULL, NULL }
 };
 

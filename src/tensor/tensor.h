@@ -228,9 +228,12 @@ struct tensor *op_cpy(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b
 struct tensor *op_cont(struct tensor_ctx *ctx, struct tensor *a);
 struct tensor *op_get_rows(struct tensor_ctx *ctx, struct tensor *a, struct tensor *rows);
 struct tensor *op_get_rows_back(struct tensor_ctx *ctx, struct tensor *grad, struct tensor *rows, struct tensor *shape_of);
+/* a [n, 1, b2, b3] -> [n, n, b2, b3] with a on the diagonal */
+struct tensor *op_diag(struct tensor_ctx *ctx, struct tensor *a);
 struct tensor *op_diag_mask_inf(struct tensor_ctx *ctx, struct tensor *a, int n_past);
 struct tensor *op_diag_mask_zero(struct tensor_ctx *ctx, struct tensor *a, int n_past);
-/* softmax over rows of a*scale + mask (mask F32 [ne0, >= ne1], broadcast over dims 2, 3; may be NULL). */
+/* softmax over rows of a*scale + mask; a contiguous F32; mask (may be NULL) contiguous F32
+ * [ne0, m] with a's row count a multiple of m: row r of a uses mask row r % m (b1892). */
 struct tensor *op_soft_max(struct tensor_ctx *ctx, struct tensor *a, struct tensor *mask, float scale);
 struct tensor *op_soft_max_back(struct tensor_ctx *ctx, struct tensor *grad, struct tensor *y);
 /* RoPE on a [head_dim, n_head, n_tokens] with positions pos (I32 [n_tokens]), as b1892's ggml_rope_custom. */

@@ -6,44 +6,27 @@
  * weights round the activations to F16, Q4_0/Q5_x/Q8_0 quantize them to Q8_0
  * (Q4_1/Q5_1 to Q8_1), the k-quants and IQ2 to Q8_K — and then every output
  * value is one vec_dot(weight row, converted column). Those roundings are
- * what the golden logits carry; the order of the additions inside a dot
- * product is the reference's own (double accumulation for F32/F16, the quant
- * module's vec_dot for the rest).
+ * what the golden logits carry. The dot products come from the trait table,
+ * which adds in b1892's x86 order (see quant_float.c), so the logits match
+ * the reference bit for bit.
  */
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
-#include "core/fp16.h"
 #include "quant/quant.h"
 
 typedef void (*cpu_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
-
-static void cpu_vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
-    const float *a = x, *b = y;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(a[i] * b[i]);
-    *s = (float)sum;
-}
-
-/* products of two halves are exact in float */
-static void cpu_vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
-    const fp16_t *a = x, *b = y;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]));
-    *s = (float)sum;
-}
 
 struct cpu_dot_kind {
     cpu_vec_dot_fn vec_dot;
     enum ggml_type vec_dot_type;
 };
 
-/* vec_dot is NULL when the weight type has no dot product (yet). */
+/* The weight type's dot product from the trait table (b1892's arithmetic); vec_dot
+ * is NULL when the type has none (integer types, Q8_K). */
 static struct cpu_dot_kind cpu_dot_kind_get(enum ggml_type type) {
-    if (type == GGML_TYPE_F32) return (struct cpu_dot_kind){ cpu_vec_dot_f32, GGML_TYPE_F32 };
-    if (type == GGML_TYPE_F16) return (struct cpu_dot_kind){ cpu_vec_dot_f16, GGML_TYPE_F16 };
     const struct type_traits *tt = type_traits_get(type);
-    if (!tt || !tt->is_quantized || !tt->vec_dot || !type_traits_get(tt->vec_dot_type)) {
+    if (!tt || !tt->vec_dot || !type_traits_get(tt->vec_dot_type)) {
         return (struct cpu_dot_kind){ NULL, GGML_TYPE_F32 };
     }
     return (struct cpu_dot_kind){ tt->vec_dot, tt->vec_dot_type };
