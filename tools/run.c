@@ -39,6 +39,23 @@ static void emit_utf8(char *buf, size_t *len, bool flush) {
     *len = n - complete;
 }
 
+#define RUN_OUT_BUF 64 /* pending output bytes: a few pieces */
+
+/* Streams a token's text, holding back an incomplete UTF-8 character in out[RUN_OUT_BUF]. */
+static void emit_piece(const struct llama_model *model, llama_token id, char *out, size_t *out_len) {
+    char piece[256];
+    int32_t len = llama_token_to_piece(model, id, piece, sizeof piece);
+    if (len <= 0) return;
+    if (*out_len + (size_t)len > RUN_OUT_BUF) emit_utf8(out, out_len, true);
+    if ((size_t)len > RUN_OUT_BUF) {
+        fwrite(piece, 1, (size_t)len, stdout);
+        return;
+    }
+    memcpy(out + *out_len, piece, (size_t)len);
+    *out_len += (size_t)len;
+    emit_utf8(out, out_len, false);
+}
+
 static char *read_text_file(const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) return NULL;
@@ -116,8 +133,10 @@ int cmd_run(int argc, char **argv) {
     }
     if (n_keep > n_prompt) n_keep = n_prompt;
 
-    fputs(p.prompt, stdout);
-    fflush(stdout);
+    /* echo the prompt as its tokens read back (as b1892's main does) */
+    char out[RUN_OUT_BUF];
+    size_t out_len = 0;
+    for (int32_t i = 0; i < n_prompt; i++) emit_piece(model, tokens[i], out, &out_len);
     int64_t t0 = llama_time_us();
     for (int32_t i = 0; i < n_prompt; i += n_batch) {
         int32_t n = n_prompt - i < n_batch ? n_prompt - i : n_batch;
@@ -129,8 +148,6 @@ int cmd_run(int argc, char **argv) {
     for (int32_t i = 0; i < n_prompt; i++) sampler_accept(smp, ctx, tokens[i], false);
     int64_t t_prompt = llama_time_us() - t0;
 
-    char out[64];
-    size_t out_len = 0;
     int32_t n_past = n_prompt, n_gen = 0;
     const llama_token eos = llama_token_eos(model);
     t0 = llama_time_us();
@@ -139,18 +156,7 @@ int cmd_run(int argc, char **argv) {
         sampler_accept(smp, ctx, id, true);
         n_gen++;
         if (id == eos && !ignore_eos) break;
-        char piece[256];
-        int32_t len = llama_token_to_piece(model, id, piece, sizeof piece);
-        if (len > 0) {
-            if (out_len + (size_t)len > sizeof out) emit_utf8(out, &out_len, true);
-            if ((size_t)len > sizeof out) {
-                fwrite(piece, 1, (size_t)len, stdout);
-            } else {
-                memcpy(out + out_len, piece, (size_t)len);
-                out_len += (size_t)len;
-                emit_utf8(out, &out_len, false);
-            }
-        }
+        emit_piece(model, id, out, &out_len);
         if (n_past + 1 > n_ctx) {
             /* context full: keep the first n_keep tokens (after BOS), drop half of the rest */
             int32_t keep = n_keep + (add_bos ? 1 : 0);

@@ -9,6 +9,7 @@
 #ifndef LLAMAC_MODEL_MODEL_H
 #define LLAMAC_MODEL_MODEL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -85,6 +86,7 @@ struct llama_layer {
 
 struct gguf_reader;
 struct vocab;
+struct grammar_vocab;
 struct backend_buffer;
 
 struct llama_model {
@@ -110,7 +112,14 @@ struct llama_model {
 
     int64_t t_load_us;
     int64_t t_start_us;
+
+    /* the vocabulary as the grammar matcher wants it, built on first use */
+    pthread_mutex_t grammar_vocab_lock;
+    struct grammar_vocab *grammar_vocab;
 };
+
+/* The model's grammar vocabulary (created once, thread-safe); NULL on allocation failure. */
+const struct grammar_vocab *model_grammar_vocab(struct llama_model *model);
 
 /* Loads a model; NULL with error_set() on failure (and nothing leaked). */
 struct llama_model *model_load(const char *path, const struct llama_model_params *params);

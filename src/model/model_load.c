@@ -14,6 +14,7 @@
 #include "core/timer.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
+#include "sample/grammar.h"
 #include "vocab/vocab.h"
 
 /* ---- names ------------------------------------------------------------------ */
@@ -483,8 +484,29 @@ static bool load_weights(struct llama_model *model, const struct llama_model_par
 
 /* ---- the model ---------------------------------------------------------------------- */
 
+const struct grammar_vocab *model_grammar_vocab(struct llama_model *model) {
+    pthread_mutex_lock(&model->grammar_vocab_lock);
+    if (!model->grammar_vocab) {
+        const int32_t n = vocab_n_tokens(model->vocab);
+        const char **pieces = malloc((size_t)n * sizeof *pieces);
+        size_t *lengths = malloc((size_t)n * sizeof *lengths);
+        if (pieces && lengths) {
+            for (int32_t i = 0; i < n; i++) pieces[i] = vocab_token_piece(model->vocab, i, &lengths[i]);
+            model->grammar_vocab = grammar_vocab_create(pieces, lengths, n, vocab_eos(model->vocab));
+        } else {
+            error_set("out of memory building the grammar vocabulary");
+        }
+        free(pieces);
+        free(lengths);
+    }
+    pthread_mutex_unlock(&model->grammar_vocab_lock);
+    return model->grammar_vocab;
+}
+
 void model_free(struct llama_model *model) {
     if (!model) return;
+    grammar_vocab_free(model->grammar_vocab);
+    pthread_mutex_destroy(&model->grammar_vocab_lock);
     vocab_free(model->vocab);
     tensor_ctx_free(model->weights_ctx);
     free(model->layers);
@@ -500,6 +522,7 @@ struct llama_model *model_load(const char *path, const struct llama_model_params
         return NULL;
     }
     model->t_start_us = t_start;
+    pthread_mutex_init(&model->grammar_vocab_lock, NULL);
     model->gguf = gguf_open_file(path, params->use_mmap);
     if (!model->gguf) goto fail;
     const struct gguf_reader *g = model->gguf;
