@@ -86,12 +86,12 @@ class TestGrammar < Minitest::Test
         context.sample_grammar(cand, grammar: grammar)
         allowed << cand.to_a.count { |d| d.logit != -Float::INFINITY }
         id = context.sample_token_greedy(cand)
+        tokens << id
         if id == model.token_eos
           stop = 'eos'
           break
         end
         context.grammar_accept_token(grammar: grammar, token: id)
-        tokens << id
         decode_tokens(context, [id], pos_zero: n_past)
         n_past += 1
       end
@@ -124,10 +124,8 @@ class TestGrammar < Minitest::Test
     model = load_stories
     data = golden('grammar-stories260K.json')
     data['grammars'].each do |g|
-      if g['parse_ok'] && !g['rules'].any?(&:empty?) && g['rules'].size == g['symbol_ids'].size
+      if g['generation']
         grammar = LLaMACpp::Grammar.parse(g['text'])
-        assert_instance_of LLaMACpp::Grammar, grammar, g['name']
-        next unless g['generation']
 
         # the parsed grammar behaves as the golden element arrays
         context = new_context(model)
@@ -136,6 +134,13 @@ class TestGrammar < Minitest::Test
         context.sample_grammar(cand, grammar: grammar)
         allowed = cand.to_a.count { |d| d.logit != -Float::INFINITY }
         assert_equal g['generation']['allowed_candidates_per_step'].first, allowed, g['name']
+      elsif g['parse_ok'] && !g['rules'].any?(&:empty?) && g['rules'].size == g['symbol_ids'].size
+        # parser-only grammars: parsed; the library refuses the left-recursive ones (b1892 recursed forever)
+        begin
+          assert_instance_of LLaMACpp::Grammar, LLaMACpp::Grammar.parse(g['text']), g['name']
+        rescue ArgumentError => e
+          assert_match(/\AFailed to initialize grammar: rule \d+ is left-recursive\z/, e.message, g['name'])
+        end
       else
         e = assert_raises(ArgumentError, g['name']) { LLaMACpp::Grammar.parse(g['text']) }
         assert_match(/\Agrammar: line \d+, column \d+: /, e.message, g['name'])

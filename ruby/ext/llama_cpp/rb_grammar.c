@@ -110,6 +110,12 @@ struct llama_grammar *rbllama_grammar_get(VALUE self) {
     return g->grammar;
 }
 
+/* The library's last error without its "grammar: " prefix. */
+static const char *grammar_error(void) {
+    const char *msg = error_last();
+    return strncmp(msg, "grammar: ", 9) == 0 ? msg + 9 : msg;
+}
+
 /* Initialises g from rules it takes ownership of (freed here on failure). */
 static void grammar_take(struct rb_grammar *g, llama_grammar_element *elements, const llama_grammar_element **rules,
                          size_t n_rules, size_t start) {
@@ -118,7 +124,7 @@ static void grammar_take(struct rb_grammar *g, llama_grammar_element *elements, 
     if (!grammar) {
         xfree(elements);
         xfree(rules);
-        rbllama_raise_library_error(rb_eArgError, "Failed to initialize grammar", error_last());
+        rbllama_raise_library_error(rb_eArgError, "Failed to initialize grammar", grammar_error());
     }
     g->grammar = grammar;
     g->elements = elements;
@@ -191,12 +197,6 @@ static VALUE grammar_initialize(int argc, VALUE *argv, VALUE self) {
     return self;
 }
 
-/* The parser's last error without its "grammar: " prefix. */
-static const char *parse_error(void) {
-    const char *msg = error_last();
-    return strncmp(msg, "grammar: ", 9) == 0 ? msg + 9 : msg;
-}
-
 /* Grammar.parse(text, root: "root") — an addition: GBNF text, parsed as
  * b1892's common/grammar-parser.cpp does. ArgumentError with the line and
  * column of a syntax error, or naming an undefined rule. */
@@ -213,7 +213,7 @@ static VALUE grammar_s_parse(int argc, VALUE *argv, VALUE klass) {
     struct gbnf_grammar parsed;
     error_clear();
     /* the parser's messages read "grammar: line L, column C: ..." */
-    if (!gbnf_parse(source, &parsed)) rbllama_raise_library_error(rb_eArgError, "grammar", parse_error());
+    if (!gbnf_parse(source, &parsed)) rbllama_raise_library_error(rb_eArgError, "grammar", grammar_error());
     const int32_t start = gbnf_symbol_id(&parsed, root_name);
     if (start < 0 || (size_t)start >= parsed.n_rules || !parsed.rules[start]) {
         gbnf_grammar_free(&parsed);
@@ -221,7 +221,7 @@ static VALUE grammar_s_parse(int argc, VALUE *argv, VALUE klass) {
     }
     if (!gbnf_check_defined(&parsed, source)) {
         gbnf_grammar_free(&parsed);
-        rbllama_raise_library_error(rb_eArgError, "grammar", parse_error());
+        rbllama_raise_library_error(rb_eArgError, "grammar", grammar_error());
     }
     size_t n_elements = 0;
     for (size_t r = 0; r < parsed.n_rules; r++) n_elements += parsed.rule_lengths[r];
