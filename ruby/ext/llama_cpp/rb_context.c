@@ -203,18 +203,21 @@ static VALUE context_decode(VALUE self, VALUE batch) {
     int *in_use;
     struct decode_job d = { .kind = DECODE_BATCH };
     d.batch = rbllama_batch_for_decode(batch, &in_use);
+    /* the row Context#logits will read: without per-token flags the library
+     * keeps the last token's logits as row 0, else the last flagged token's */
+    int32_t logits_row = 0;
+    if (d.batch.logits) {
+        logits_row = -1;
+        for (int32_t i = 0; i < d.batch.n_tokens; i++) {
+            if (d.batch.logits[i]) logits_row = i;
+        }
+    }
     decode_now(rc, &d, in_use);
     RB_GC_GUARD(batch);
     if (!d.job.ok) rbllama_raise_library_error(rb_eRuntimeError, "Failed to decode", d.job.err);
     rc->evaluated = true;
     rc->n_tokens = d.batch.n_tokens;
-    rc->logits_row = 0; /* without per-token flags the library keeps the last token's row as row 0 */
-    if (d.batch.logits) {
-        rc->logits_row = -1;
-        for (int32_t i = 0; i < d.batch.n_tokens; i++) {
-            if (d.batch.logits[i]) rc->logits_row = i;
-        }
-    }
+    rc->logits_row = logits_row;
     rb_iv_set(self, "@n_tokens", INT2NUM(d.batch.n_tokens));
     rb_iv_set(self, "@has_evaluated", Qtrue);
     return Qnil;
