@@ -94,7 +94,7 @@ int common_parse_option(const char *cmd, int argc, char **argv, int *i, struct c
     if (!strcmp(a, "-t") || !strcmp(a, "--threads")) return parse_int_opt(cmd, argc, argv, i, 1, 512, &p->n_threads);
     if (!strcmp(a, "-tb") || !strcmp(a, "--threads-batch")) return parse_int_opt(cmd, argc, argv, i, 1, 512, &p->n_threads_batch);
     if (!strcmp(a, "-s") || !strcmp(a, "--seed")) {
-        int32_t seed;
+        int32_t seed = -1;
         int r = parse_int_opt(cmd, argc, argv, i, -1, UINT32_MAX >> 1, &seed);
         p->seed = seed < 0 ? LLAMA_DEFAULT_SEED : (uint32_t)seed;
         return r;
