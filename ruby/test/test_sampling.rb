@@ -223,6 +223,10 @@ class TestSampling < Minitest::Test
     assert_raises(ArgumentError) { ctx.sample_classifier_free_guidance(sorted, guidance: guidance, scale: 1.5) }
     e = assert_raises(RuntimeError) { ctx.sample_classifier_free_guidance(c, guidance: new_context(model), scale: 1.5) }
     assert_equal 'guidance context has not been evaluated', e.message
+    e = assert_raises(RuntimeError) do
+      ctx.sample_classifier_free_guidance(c, guidance: LLaMACpp::Context.allocate, scale: 1.5)
+    end
+    assert_equal 'guidance context is not initialized', e.message
   end
 
   # One case of golden/sampling-stories260K.json, with the call order of b1892's common/sampling.cpp.

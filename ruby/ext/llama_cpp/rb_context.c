@@ -44,8 +44,12 @@ static VALUE context_alloc(VALUE klass) {
     return obj;
 }
 
+struct rbllama_context *rbllama_context_peek(VALUE self) {
+    return rb_check_typeddata(self, &context_type);
+}
+
 struct rbllama_context *rbllama_context_get(VALUE self, VALUE klass) {
-    struct rbllama_context *rc = rb_check_typeddata(self, &context_type);
+    struct rbllama_context *rc = rbllama_context_peek(self);
     if (!rc->ctx) rb_raise(klass, "LLaMA context is not initialized");
     if (rc->busy) rb_raise(rb_eRuntimeError, "LLaMA context is in use by another thread");
     return rc;

@@ -131,6 +131,9 @@ struct rbllama_context {
     int32_t logits_row;   /* row of llama_get_logits_ith that Context#logits returns (logits_all false) */
 };
 
+/* The struct of a Context object, initialised or not (TypeError for other objects). */
+struct rbllama_context *rbllama_context_peek(VALUE self);
+
 /* The context of a Context object, usable now: RuntimeError (or `klass`)
  * "LLaMA context is not initialized", RuntimeError when busy in another thread. */
 struct rbllama_context *rbllama_context_get(VALUE self, VALUE klass);

@@ -262,7 +262,9 @@ static VALUE context_sample_classifier_free_guidance(int argc, VALUE *argv, VALU
     llama_token_data_array *c = candidates_arg(candidates, "1st argument must be a TokenDataArray");
     if (!rb_obj_is_kind_of(kw[0], rb_cLLaMAContext)) rb_raise(rb_eArgError, "guidance must be a Context");
     rbllama_expect_float(kw[1], "scale must be a float");
-    struct rbllama_context *guidance = rbllama_context_get(kw[0], rb_eRuntimeError);
+    struct rbllama_context *guidance = rbllama_context_peek(kw[0]);
+    if (!guidance->ctx) rb_raise(rb_eRuntimeError, "guidance context is not initialized");
+    guidance = rbllama_context_get(kw[0], rb_eRuntimeError); /* refuses a busy one */
     if (!guidance->evaluated) rb_raise(rb_eRuntimeError, "guidance context has not been evaluated");
     if (guidance->model_ref->n_vocab != rc->model_ref->n_vocab) {
         rb_raise(rb_eArgError, "guidance context has another vocabulary (%d tokens, not %d)",
