@@ -18,6 +18,8 @@ Gem::Specification.new do |spec|
     inference engine in C11 compiled into the extension (no C++, no prebuilt library).
     Long calls release the GVL and can be interrupted.
   DESC
+  spec.license = 'MIT'
+  spec.homepage = 'https://github.com/llamac/llamac'
   spec.required_ruby_version = '>= 3.0'
 
   spec.files = Dir.chdir(__dir__) do
