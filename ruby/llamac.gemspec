@@ -19,7 +19,6 @@ Gem::Specification.new do |spec|
     Long calls release the GVL and can be interrupted.
   DESC
   spec.license = 'MIT'
-  spec.homepage = 'https://github.com/llamac/llamac'
   spec.required_ruby_version = '>= 3.0'
 
   spec.files = Dir.chdir(__dir__) do
