@@ -16,6 +16,7 @@ void common_params_default(struct common_params *p) {
     p->seed = LLAMA_DEFAULT_SEED;
     p->use_mmap = true;
     p->type_k = p->type_v = GGML_TYPE_F16;
+    p->lora_scale = 1.0f;
     struct sampling_params *s = &p->sampling;
     s->n_prev = 64;
     s->top_k = 40;
@@ -103,6 +104,12 @@ int common_parse_option(const char *cmd, int argc, char **argv, int *i, struct c
     if (!strcmp(a, "--mlock")) { p->use_mlock = true; return 1; }
     if (!strcmp(a, "--cache-type-k") || !strcmp(a, "-ctk")) return parse_kv_type(cmd, argc, argv, i, &p->type_k);
     if (!strcmp(a, "--cache-type-v") || !strcmp(a, "-ctv")) return parse_kv_type(cmd, argc, argv, i, &p->type_v);
+    if (!strcmp(a, "--lora")) return (p->lora_path = option_value(cmd, argc, argv, i)) ? 1 : -1;
+    if (!strcmp(a, "--lora-scaled")) {
+        if (!(p->lora_path = option_value(cmd, argc, argv, i))) return -1;
+        return parse_float_opt(cmd, argc, argv, i, &p->lora_scale);
+    }
+    if (!strcmp(a, "--lora-base")) return (p->lora_base_path = option_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "--temp")) return parse_float_opt(cmd, argc, argv, i, &s->temp);
     if (!strcmp(a, "--top-k")) return parse_int_opt(cmd, argc, argv, i, INT32_MIN, INT32_MAX, &s->top_k);
     if (!strcmp(a, "--top-p")) return parse_float_opt(cmd, argc, argv, i, &s->top_p);
@@ -129,6 +136,8 @@ void common_print_options(void) {
            "  -s, --seed N              random seed (default: from the clock)\n"
            "  -ctk, -ctv TYPE           KV cache types, f16 (default) or f32\n"
            "  --no-mmap, --mlock        read the model instead of mapping it; lock it in RAM\n"
+           "  --lora FILE, --lora-scaled FILE S   apply a LoRA adapter (ggla), optionally scaled\n"
+           "  --lora-base FILE          the higher-precision model the adapter is added to\n"
            "sampling (b1892 defaults):\n"
            "  --temp T (0.8, 0 = greedy) --top-k N (40) --top-p P (0.95) --min-p P (0.05)\n"
            "  --tfs Z (1.0) --typical P (1.0) --repeat-penalty R (1.1) --repeat-last-n N (64)\n"
@@ -147,6 +156,13 @@ bool common_init(const char *cmd, const struct common_params *p, struct llama_mo
     *model = llama_load_model_from_file(p->model_path, mp);
     if (!*model) {
         cli_fail(cmd, "cannot load model '%s'", p->model_path);
+        return false;
+    }
+    if (p->lora_path && llama_model_apply_lora_from_file(*model, p->lora_path, p->lora_scale, p->lora_base_path,
+                                                         p->n_threads > 0 ? p->n_threads : 2) != 0) {
+        cli_fail(cmd, "cannot apply the LoRA adapter '%s'", p->lora_path);
+        llama_free_model(*model);
+        *model = NULL;
         return false;
     }
     struct llama_context_params cp = llama_context_default_params();

@@ -46,6 +46,9 @@ struct common_params {
     bool use_mmap;
     bool use_mlock;
     enum ggml_type type_k, type_v;
+    const char *lora_path;      /* LoRA adapter applied after loading */
+    float lora_scale;
+    const char *lora_base_path; /* higher-precision model the adapter is added to */
     struct sampling_params sampling;
 };
 

@@ -5,7 +5,9 @@
 #include "core/log.h"
 #include "gguf/gguf.h"
 #include "llama.h"
+#include "model/lora.h"
 #include "model/model.h"
+#include "context/context.h"
 
 struct llama_model *llama_load_model_from_file(const char *path_model, struct llama_model_params params) {
     return model_load(path_model, &params);
@@ -97,4 +99,23 @@ struct ggml_tensor *llama_get_model_tensor(struct llama_model *model, const char
         if (strcmp(t->name, name) == 0) return (struct ggml_tensor *)t;
     }
     return NULL;
+}
+
+/* b1892 takes the model as const and changes its weights anyway; so do we. */
+int32_t llama_model_apply_lora_from_file(const struct llama_model *model, const char *path_lora, float scale,
+                                         const char *path_base_model, int32_t n_threads) {
+    if (!model || !path_lora) {
+        error_set("llama_model_apply_lora_from_file: model and adapter path are required");
+        return 1;
+    }
+    return lora_apply((struct llama_model *)model, path_lora, scale, path_base_model, n_threads);
+}
+
+int32_t llama_apply_lora_from_file(struct llama_context *ctx, const char *path_lora, float scale,
+                                   const char *path_base_model, int32_t n_threads) {
+    if (!ctx) {
+        error_set("llama_apply_lora_from_file: context is NULL");
+        return 1;
+    }
+    return llama_model_apply_lora_from_file(ctx->model, path_lora, scale, path_base_model, n_threads);
 }

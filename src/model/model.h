@@ -113,6 +113,10 @@ struct llama_model {
     int64_t t_load_us;
     int64_t t_start_us;
 
+    /* weights a LoRA adapter changed, copied out of the (read-only) file */
+    void **lora_buffers;
+    size_t n_lora_buffers;
+
     /* the vocabulary as the grammar matcher wants it, built on first use */
     pthread_mutex_t grammar_vocab_lock;
     struct grammar_vocab *grammar_vocab;

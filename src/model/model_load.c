@@ -508,6 +508,8 @@ void model_free(struct llama_model *model) {
     grammar_vocab_free(model->grammar_vocab);
     pthread_mutex_destroy(&model->grammar_vocab_lock);
     vocab_free(model->vocab);
+    for (size_t i = 0; i < model->n_lora_buffers; i++) free(model->lora_buffers[i]);
+    free(model->lora_buffers);
     tensor_ctx_free(model->weights_ctx);
     free(model->layers);
     gguf_close(model->gguf);
