@@ -663,8 +663,9 @@ static int generate(struct run_state *st) {
                 }
             }
 
+            /* b1892's handler: Ctrl-C interrupts generation; when already headed for input it quits */
             if (o->interactive && g_sigint) {
-                if (g_sigint > 1) {
+                if (g_sigint > 1 || is_interacting) {
                     status = 130;
                     break;
                 }
