@@ -9,7 +9,6 @@
  * prompt tokens, and a reused session keeps no stale KV cells.
  */
 #include <errno.h>
-#include <limits.h>
 #include <math.h>
 #include <poll.h>
 #include <signal.h>
@@ -474,7 +473,7 @@ static bool ends_with_antiprompt(const struct run_state *st) {
         const size_t ap_len = strlen(ap);
         const size_t window = ap_len + (st->o->interactive ? 0 : 2);
         const size_t start = len > window ? len - window : 0;
-        if (ap_len <= len - start && memmem(last + start, len - start, ap, ap_len)) return true;
+        if (memmem(last + start, len - start, ap, ap_len)) return true;
     }
     return false;
 }
@@ -808,6 +807,7 @@ int run_main(const char *cmd, int argc, char **argv) {
         struct sigaction sa;
         memset(&sa, 0, sizeof sa);
         sa.sa_handler = run_on_sigint;
+        sa.sa_flags = SA_RESTART; /* output and decoding go on; the input wait polls with a timeout */
         sigemptyset(&sa.sa_mask);
         sigaction(SIGINT, &sa, NULL);
         fprintf(stderr, "llamac %s: interactive mode: Ctrl-C interrupts generation, a second Ctrl-C or end of "
@@ -820,8 +820,8 @@ int run_main(const char *cmd, int argc, char **argv) {
     if (status == 0 || status == 130) {
         putchar('\n');
         const double t_p = (double)st.t_prompt_us, t_g = (double)st.t_gen_us;
-        fprintf(stderr, "\nload: %.1f ms | prompt: %zu tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s\n",
-                llama_get_timings(st.ctx).t_load_ms, st.embd_inp.n, t_p > 0 ? 1e6 * (double)st.n_prompt_orig / t_p : 0.0,
+        fprintf(stderr, "\nload: %.1f ms | prompt: %d tokens, %.1f tokens/s | generation: %d tokens, %.1f tokens/s\n",
+                llama_get_timings(st.ctx).t_load_ms, st.n_prompt_orig, t_p > 0 ? 1e6 * (double)st.n_prompt_orig / t_p : 0.0,
                 st.n_gen, t_g > 0 ? 1e6 * st.n_gen / t_g : 0.0);
     }
 
