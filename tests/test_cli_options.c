@@ -55,10 +55,11 @@ static void check_errors(void) {
     check_error((const char *[]){ "--logit-bias", "x+1", NULL }, "--logit-bias expects TOKEN_ID+BIAS");
     check_error((const char *[]){ "--logit-bias", "600+1", NULL }, "token 600 is outside the vocabulary (512 tokens)");
     check_error((const char *[]){ "--grammar", "root ::= \"a\" (\n  \"b\"", NULL },
-                "grammar: line 2, column 6: expecting ')'");
+                "llamac run: grammar: line 2, column 6: expecting ')'\n");
     check_error((const char *[]){ "--grammar", "root ::= [a-", NULL }, "grammar: line 1, column");
     check_error((const char *[]){ "--grammar", "start ::= \"a\"", NULL }, "grammar: no rule named 'root'");
-    check_error((const char *[]){ "--grammar", "root ::= item\n", NULL }, "grammar: ");
+    check_error((const char *[]){ "--grammar", "root ::= item\n", NULL },
+                "llamac run: grammar: line 1, column 10: rule 'item' is used but never defined\n");
     check_error((const char *[]){ "--grammar", "root ::= root \"a\" | \"a\"", NULL },
                 "grammar: rule 'root' is left-recursive");
     check_error((const char *[]){ "--grammar-file", "/nonexistent/g.gbnf", NULL }, "cannot read grammar file");
