@@ -11,10 +11,12 @@ int cmd_grammar(int argc, char **argv);
 int cmd_train_tokenizer(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
     { "run", cmd_run, "generate text from a prompt" },
+    { "chat", cmd_chat, "interactive chat on stdin (llamac run -i with a dialogue prompt)" },
     { "info", cmd_info, "print a GGUF file's metadata and tensor table" },
     { "grammar", cmd_grammar, "check a GBNF grammar and print its rules" },
     { "train-tokenizer", cmd_train_tokenizer, "learn a SentencePiece-style BPE vocabulary from text" },
