@@ -1,0 +1,390 @@
+/*
+ * Training (src/train/trainer.h) end to end on a tiny built-in corpus:
+ *  - the loss falls: 60 updates take the mean training loss from about
+ *    ln(n_vocab) to below TRAIN_LOSS_TARGET, and the validation loss falls too;
+ *  - a run interrupted by a checkpoint and resumed in a new session continues
+ *    bit for bit (same losses, same weights) as the uninterrupted run, and the
+ *    thread count does not change any bit;
+ *  - checkpoints refuse a session of another shape;
+ *  - the written model is a llama GGUF with the expected keys, vocabulary and
+ *    tensor shapes (F32, F16, and Q8_0 where the quantizer exists).
+ *
+ * The corpus is tokenized with a vocabulary learned by tokenizer_train and a
+ * greedy longest-match encoder written here (the SPM tokenizer of src/vocab
+ * is what `llamac train` uses).
+ */
+#include "test_util.h"
+
+#include <unistd.h>
+
+#include "core/log.h"
+#include "gguf/gguf.h"
+#include "quant/quant.h"
+#include "train/tokenizer_train.h"
+#include "train/trainer.h"
+
+#define TRAIN_LOSS_TARGET 3.0f
+
+static const char *const g_corpus =
+    "the cat sat on the mat and the dog sat on the log.\n"
+    "the dog saw the cat and the cat saw the dog.\n"
+    "a bird sang in the tree and the cat looked up at the bird.\n"
+    "the sun rose over the hill and the bird sang again.\n"
+    "the dog ran to the hill and the cat ran to the tree.\n"
+    "in the morning the cat sat on the mat and the dog slept.\n"
+    "the bird flew over the mat and the log and the hill.\n"
+    "the cat and the dog and the bird sat in the sun.\n"
+    "at night the moon rose over the tree and the hill.\n"
+    "the dog barked at the moon and the cat slept on the mat.\n";
+
+static const char *const g_valid = "the cat sat on the log and the dog sat on the mat.\n"
+                                   "the bird sang in the sun and the moon rose over the tree.\n";
+
+/* ---- tokens ------------------------------------------------------------------------ */
+
+/* Greedy longest match of each line ("▁" for spaces and in front of the line),
+ * byte tokens for what no piece covers, <0x0A> between lines. */
+static int32_t *encode(const struct tokenizer_vocab *v, const char *text, size_t *n_out) {
+    size_t cap = strlen(text) * 4 + 16, n = 0;
+    int32_t *out = malloc(cap * sizeof *out);
+    char *esc = malloc(strlen(text) * 3 + 4);
+    const char *line = text;
+    while (*line) {
+        const char *end = strchr(line, '\n');
+        if (!end) end = line + strlen(line);
+        size_t m = 0;
+        memcpy(esc, "\xe2\x96\x81", 3);
+        m = 3;
+        for (const char *c = line; c < end; c++) {
+            if (*c == ' ') {
+                memcpy(esc + m, "\xe2\x96\x81", 3);
+                m += 3;
+            } else {
+                esc[m++] = *c;
+            }
+        }
+        for (size_t i = 0; i < m;) {
+            int32_t best = -1;
+            size_t best_len = 0;
+            for (int32_t id = TOKENIZER_TRAIN_FIRST_PIECE; id < v->n_tokens; id++) {
+                const size_t len = strlen(v->tokens[id]);
+                if (len > best_len && len <= m - i && memcmp(v->tokens[id], esc + i, len) == 0) {
+                    best = id;
+                    best_len = len;
+                }
+            }
+            if (best < 0) {
+                best = TOKENIZER_TRAIN_N_SPECIAL + (uint8_t)esc[i];
+                best_len = 1;
+            }
+            out[n++] = best;
+            i += best_len;
+        }
+        out[n++] = TOKENIZER_TRAIN_N_SPECIAL + '\n';
+        line = *end ? end + 1 : end;
+    }
+    free(esc);
+    *n_out = n;
+    return out;
+}
+
+struct data {
+    struct tokenizer_vocab *vocab;
+    int32_t *train, *valid;
+    size_t n_train, n_valid;
+    char vocab_path[256];
+};
+
+static bool data_init(struct data *d) {
+    struct tokenizer_train_params tp;
+    tokenizer_train_params_default(&tp);
+    tp.vocab_size = 320;
+    tp.character_coverage = 1.0;
+    d->vocab = tokenizer_train(g_corpus, strlen(g_corpus), &tp);
+    if (!d->vocab) return false;
+    d->train = encode(d->vocab, g_corpus, &d->n_train);
+    d->valid = encode(d->vocab, g_valid, &d->n_valid);
+    snprintf(d->vocab_path, sizeof d->vocab_path, "test_train_vocab_%d.gguf", (int)getpid());
+    return tokenizer_vocab_write_gguf(d->vocab, "tiny", d->vocab_path);
+}
+
+static void data_free(struct data *d) {
+    remove(d->vocab_path);
+    tokenizer_vocab_free(d->vocab);
+    free(d->train);
+    free(d->valid);
+}
+
+static void params_tiny(struct train_params *p, const struct data *d) {
+    train_params_default(p);
+    p->hp.n_vocab = d->vocab->n_tokens;
+    p->hp.n_ctx = 16;
+    p->hp.n_embd = 32;
+    p->hp.n_layer = 2;
+    p->hp.n_head = 4;
+    p->hp.n_head_kv = 2; /* grouped-query attention */
+    p->hp.n_ff = 64;
+    p->n_batch = 4;
+    p->n_accum = 2;
+    p->n_threads = 2;
+    p->seed = 42;
+    p->opt.lr = 1e-2f;
+    p->opt.lr_min = 1e-3f;
+    p->opt.warmup = 5;
+    p->opt.n_steps = 60;
+}
+
+/* ---- the loss falls --------------------------------------------------------------- */
+
+static void test_loss_falls(const struct data *d) {
+    struct train_params p;
+    params_tiny(&p, d);
+    struct train_session *s = train_session_new(&p, d->train, d->n_train, d->valid, d->n_valid, 1);
+    CHECK_MSG(s != NULL, "%s", error_last());
+    if (!s) return;
+    float val0 = 0, val1 = 0;
+    CHECK(train_session_eval(s, &val0));
+    struct train_step_info info = { 0 }, first = { 0 };
+    for (int i = 0; i < p.opt.n_steps; i++) {
+        CHECK(train_session_step(s, &info));
+        if (i == 0) first = info;
+    }
+    CHECK(train_session_eval(s, &val1));
+    printf("  loss %.4f -> %.4f (ln(n_vocab) = %.4f), validation %.4f -> %.4f\n", first.loss, info.loss,
+           log((double)p.hp.n_vocab), val0, val1);
+    CHECK_NEAR(first.loss, log((double)p.hp.n_vocab), 0.3);
+    CHECK_MSG(info.loss < TRAIN_LOSS_TARGET, "final training loss %.4f", info.loss);
+    CHECK_MSG(val1 < val0 - 1.5f, "validation loss %.4f -> %.4f", val0, val1);
+    CHECK_EQ_INT(info.step, p.opt.n_steps);
+    CHECK_EQ_INT(info.n_tokens, p.n_batch * p.n_accum * p.hp.n_ctx);
+    CHECK(info.grad_norm > 0.0 && isfinite(info.grad_norm));
+    train_session_free(s);
+}
+
+/* ---- exact resume -------------------------------------------------------------------- */
+
+static void weights_copy(const struct train_session *s, float *out) {
+    const struct train_model *m = train_session_model(s);
+    for (int i = 0; i < m->n_tensors; i++) {
+        const int64_t n = tensor_nelements(m->tensors[i]);
+        memcpy(out, m->tensors[i]->data, (size_t)n * sizeof(float));
+        out += n;
+    }
+}
+
+static void test_resume_exact(const struct data *d) {
+    enum { N_STEPS = 12, N_FIRST = 5 };
+    struct train_params p;
+    params_tiny(&p, d);
+    p.opt.n_steps = N_STEPS;
+    char ckpt[256];
+    snprintf(ckpt, sizeof ckpt, "test_train_ckpt_%d.gguf", (int)getpid());
+
+    /* uninterrupted, 2 threads */
+    struct train_session *s = train_session_new(&p, d->train, d->n_train, d->valid, d->n_valid, 1);
+    CHECK(s != NULL);
+    if (!s) return;
+    const int64_t n_params = train_model_n_params(train_session_model(s));
+    float loss_a[N_STEPS], loss_b[N_STEPS], loss_c[N_STEPS];
+    struct train_step_info info;
+    for (int i = 0; i < N_STEPS; i++) {
+        CHECK(train_session_step(s, &info));
+        loss_a[i] = info.loss;
+    }
+    float val_a = 0, val_b = 0;
+    CHECK(train_session_eval(s, &val_a));
+    float *w_a = malloc((size_t)n_params * sizeof(float)), *w_b = malloc((size_t)n_params * sizeof(float));
+    weights_copy(s, w_a);
+    train_session_free(s);
+
+    /* interrupted after N_FIRST updates, resumed in a new session with 1 thread */
+    s = train_session_new(&p, d->train, d->n_train, d->valid, d->n_valid, 1);
+    for (int i = 0; i < N_FIRST; i++) {
+        CHECK(train_session_step(s, &info));
+        loss_b[i] = info.loss;
+    }
+    CHECK_MSG(train_session_save_checkpoint(s, ckpt), "%s", error_last());
+    train_session_free(s);
+    p.n_threads = 1;
+    p.seed = 7; /* the checkpoint's RNG state wins over a fresh seed (a warning says so) */
+    s = train_session_new(&p, d->train, d->n_train, d->valid, d->n_valid, 1);
+    CHECK_MSG(train_session_load_checkpoint(s, ckpt), "%s", error_last());
+    CHECK_EQ_INT(train_session_step_count(s), N_FIRST);
+    for (int i = N_FIRST; i < N_STEPS; i++) {
+        CHECK(train_session_step(s, &info));
+        loss_b[i] = info.loss;
+    }
+    CHECK(train_session_eval(s, &val_b));
+    weights_copy(s, w_b);
+    CHECK_MSG(memcmp(loss_a, loss_b, sizeof loss_a) == 0, "losses differ after resuming");
+    CHECK_MSG(memcmp(w_a, w_b, (size_t)n_params * sizeof(float)) == 0, "weights differ after resuming");
+    CHECK_MSG(memcmp(&val_a, &val_b, sizeof val_a) == 0, "validation loss %.9g vs %.9g", val_a, val_b);
+    train_session_free(s);
+
+    /* the same run without accumulation differs (the test can tell runs apart) */
+    p.n_accum = 1;
+    p.n_threads = 2;
+    p.seed = 42;
+    s = train_session_new(&p, d->train, d->n_train, d->valid, d->n_valid, 1);
+    for (int i = 0; i < N_STEPS; i++) {
+        CHECK(train_session_step(s, &info));
+        loss_c[i] = info.loss;
+    }
+    CHECK(memcmp(loss_a, loss_c, sizeof loss_a) != 0);
+
+    /* a checkpoint of another batch geometry is refused and changes nothing */
+    weights_copy(s, w_a);
+    CHECK(!train_session_load_checkpoint(s, ckpt));
+    CHECK(strstr(error_last(), "n_accum") != NULL);
+    weights_copy(s, w_b);
+    CHECK(memcmp(w_a, w_b, (size_t)n_params * sizeof(float)) == 0);
+    CHECK_EQ_INT(train_session_step_count(s), N_STEPS);
+    train_session_free(s);
+
+    free(w_a);
+    free(w_b);
+    remove(ckpt);
+}
+
+/* ---- the model file -------------------------------------------------------------------- */
+
+static void check_model_file(const struct data *d, const struct train_params *p, const char *path,
+                             enum ggml_type type) {
+    struct gguf_reader *r = gguf_open_file(path, true);
+    CHECK_MSG(r != NULL, "%s", error_last());
+    if (!r) return;
+    const char *s = NULL;
+    uint32_t u = 0;
+    float f = 0;
+    CHECK(gguf_get_str(r, "general.architecture", &s) && strcmp(s, "llama") == 0);
+    CHECK(gguf_get_str(r, "general.name", &s) && strcmp(s, "tiny test") == 0);
+    CHECK(gguf_get_str(r, "tokenizer.ggml.model", &s) && strcmp(s, "llama") == 0);
+    const int64_t tokens = gguf_find_key(r, "tokenizer.ggml.tokens");
+    CHECK(tokens >= 0 && gguf_arr_n(r, tokens) == (uint64_t)d->vocab->n_tokens);
+    CHECK(tokens >= 0 && strcmp(gguf_arr_str(r, tokens, 300), d->vocab->tokens[300]) == 0);
+    CHECK(gguf_find_key(r, "tokenizer.ggml.scores") >= 0 && gguf_find_key(r, "tokenizer.ggml.token_type") >= 0);
+    CHECK(gguf_get_u32(r, "llama.context_length", &u) && u == 16);
+    CHECK(gguf_get_u32(r, "llama.embedding_length", &u) && u == 32);
+    CHECK(gguf_get_u32(r, "llama.block_count", &u) && u == 2);
+    CHECK(gguf_get_u32(r, "llama.feed_forward_length", &u) && u == 64);
+    CHECK(gguf_get_u32(r, "llama.attention.head_count", &u) && u == 4);
+    CHECK(gguf_get_u32(r, "llama.attention.head_count_kv", &u) && u == 2);
+    CHECK(gguf_get_u32(r, "llama.rope.dimension_count", &u) && u == 8);
+    CHECK(gguf_get_f32(r, "llama.attention.layer_norm_rms_epsilon", &f) && f == 1e-5f);
+    CHECK(gguf_get_u32(r, "general.file_type", &u) &&
+          u == (type == GGML_TYPE_F32 ? 0u : type == GGML_TYPE_F16 ? 1u : 7u));
+    CHECK_EQ_INT(gguf_n_tensors(r), 3 + 9 * p->hp.n_layer);
+    static const struct {
+        const char *name;
+        int64_t ne0, ne1;
+    } want[] = {
+        { "token_embd.weight", 32, 0 },        { "blk.0.attn_norm.weight", 32, 1 },
+        { "blk.1.attn_q.weight", 32, 32 },     { "blk.1.attn_k.weight", 32, 16 },
+        { "blk.1.attn_v.weight", 32, 16 },     { "blk.0.attn_output.weight", 32, 32 },
+        { "blk.1.ffn_norm.weight", 32, 1 },    { "blk.0.ffn_gate.weight", 32, 64 },
+        { "blk.0.ffn_down.weight", 64, 32 },   { "blk.1.ffn_up.weight", 32, 64 },
+        { "output_norm.weight", 32, 1 },       { "output.weight", 32, 0 },
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const int64_t ti = gguf_find_tensor(r, want[i].name);
+        CHECK_MSG(ti >= 0, "tensor %s missing", want[i].name);
+        if (ti < 0) continue;
+        const struct gguf_tensor_info *t = gguf_tensor(r, ti);
+        const int64_t ne1 = want[i].ne1 ? want[i].ne1 : d->vocab->n_tokens;
+        CHECK_MSG(t->ne[0] == want[i].ne0 && t->ne[1] == ne1, "%s: [%lld, %lld]", want[i].name,
+                  (long long)t->ne[0], (long long)t->ne[1]);
+        CHECK_EQ_INT(t->n_dims, ne1 == 1 ? 1 : 2);
+        CHECK_EQ_INT(t->type, ne1 == 1 ? GGML_TYPE_F32 : type);
+    }
+    gguf_close(r);
+}
+
+static void test_model_file(const struct data *d) {
+    struct train_params p;
+    params_tiny(&p, d);
+    p.opt.n_steps = 2;
+    p.opt.warmup = 1;
+    struct train_session *s = train_session_new(&p, d->train, d->n_train, NULL, 0, 1);
+    CHECK_MSG(s != NULL, "%s", error_last());
+    if (!s) return;
+    CHECK(train_session_step(s, NULL));
+    struct gguf_reader *vocab = gguf_open_file(d->vocab_path, true);
+    CHECK(vocab != NULL);
+    char path[256];
+    snprintf(path, sizeof path, "test_train_model_%d.gguf", (int)getpid());
+
+    CHECK_MSG(train_session_write_model(s, vocab, "tiny test", GGML_TYPE_F32, path), "%s", error_last());
+    check_model_file(d, &p, path, GGML_TYPE_F32);
+    /* the F32 file holds the weights exactly */
+    struct gguf_reader *r = gguf_open_file(path, true);
+    const struct tensor *wq = train_session_model(s)->layers[1].wq;
+    const int64_t ti = r ? gguf_find_tensor(r, "blk.1.attn_q.weight") : -1;
+    CHECK(ti >= 0 && memcmp(gguf_tensor(r, ti)->data, wq->data, tensor_nbytes(wq)) == 0);
+    gguf_close(r);
+
+    CHECK_MSG(train_session_write_model(s, vocab, "tiny test", GGML_TYPE_F16, path), "%s", error_last());
+    check_model_file(d, &p, path, GGML_TYPE_F16);
+
+    if (type_traits_get(GGML_TYPE_Q8_0)->from_float_reference) {
+        CHECK_MSG(train_session_write_model(s, vocab, "tiny test", GGML_TYPE_Q8_0, path), "%s", error_last());
+        check_model_file(d, &p, path, GGML_TYPE_Q8_0);
+    } else {
+        CHECK(!train_session_write_model(s, vocab, "tiny test", GGML_TYPE_Q8_0, path));
+        CHECK(strstr(error_last(), "no quantizer") != NULL);
+    }
+    /* k-quants need rows of 256 */
+    CHECK(!train_session_write_model(s, vocab, "tiny test", GGML_TYPE_Q4_K, path));
+    CHECK(strstr(error_last(), "no quantizer") || strstr(error_last(), "whole q4_K blocks"));
+    CHECK(!train_session_eval(s, &(float){ 0 }));
+    remove(path);
+    gguf_close(vocab);
+    train_session_free(s);
+}
+
+static void test_bad_params(const struct data *d) {
+    struct train_params p;
+    params_tiny(&p, d);
+    p.hp.n_head_kv = 3;
+    CHECK(train_session_new(&p, d->train, d->n_train, NULL, 0, 1) == NULL);
+    CHECK(strstr(error_last(), "n_head_kv") != NULL);
+    params_tiny(&p, d);
+    CHECK(train_session_new(&p, d->train, 10, NULL, 0, 1) == NULL);
+    CHECK(strstr(error_last(), "fewer than one window") != NULL);
+    params_tiny(&p, d);
+    p.opt.warmup = 100;
+    CHECK(train_session_new(&p, d->train, d->n_train, NULL, 0, 1) == NULL);
+    /* a token outside the vocabulary is found when the batch is made */
+    params_tiny(&p, d);
+    int32_t *bad = malloc(d->n_train * sizeof *bad);
+    for (size_t i = 0; i < d->n_train; i++) bad[i] = p.hp.n_vocab;
+    struct train_session *s = train_session_new(&p, bad, d->n_train, NULL, 0, 1);
+    CHECK_MSG(s != NULL, "%s", error_last());
+    CHECK(s && !train_session_step(s, NULL));
+    CHECK(strstr(error_last(), "outside the vocabulary") != NULL);
+    train_session_free(s);
+    free(bad);
+}
+
+static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
+    (void)level;
+    (void)text;
+    (void)user_data;
+}
+
+int main(void) {
+    struct data d;
+    memset(&d, 0, sizeof d);
+    log_set_callback(quiet_log, NULL);
+    CHECK_MSG(data_init(&d), "%s", error_last());
+    printf("  corpus: %zu training tokens, %zu validation tokens, %d in the vocabulary\n", d.n_train, d.n_valid,
+           d.vocab ? d.vocab->n_tokens : 0);
+    if (d.vocab) {
+        test_loss_falls(&d);
+        test_resume_exact(&d);
+        test_model_file(&d);
+        test_bad_params(&d);
+    }
+    data_free(&d);
+    log_set_callback(NULL, NULL);
+    return test_finish("test_train");
+}
