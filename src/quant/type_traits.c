@@ -1,44 +1,141 @@
 #include "quant.h"
 
-#include "core/checked.h"
+#include <pthread.h>
 
-/* Block sizes and byte sizes are the on-disk contract (ggml's block structs). */
-static struct type_traits g_traits[GGML_TYPE_COUNT] = {
-    [GGML_TYPE_F32]     = { .name = "f32",     .blck_size = 1,   .type_size = 4 },
-    [GGML_TYPE_F16]     = { .name = "f16",     .blck_size = 1,   .type_size = 2 },
-    [GGML_TYPE_Q4_0]    = { .name = "q4_0",    .blck_size = 32,  .type_size = 18,  .is_quantized = true },
-    [GGML_TYPE_Q4_1]    = { .name = "q4_1",    .blck_size = 32,  .type_size = 20,  .is_quantized = true },
-    [GGML_TYPE_Q5_0]    = { .name = "q5_0",    .blck_size = 32,  .type_size = 22,  .is_quantized = true },
-    [GGML_TYPE_Q5_1]    = { .name = "q5_1",    .blck_size = 32,  .type_size = 24,  .is_quantized = true },
-    [GGML_TYPE_Q8_0]    = { .name = "q8_0",    .blck_size = 32,  .type_size = 34,  .is_quantized = true },
-    [GGML_TYPE_Q8_1]    = { .name = "q8_1",    .blck_size = 32,  .type_size = 40,  .is_quantized = true },
-    [GGML_TYPE_Q2_K]    = { .name = "q2_K",    .blck_size = 256, .type_size = 84,  .is_quantized = true },
-    [GGML_TYPE_Q3_K]    = { .name = "q3_K",    .blck_size = 256, .type_size = 110, .is_quantized = true },
-    [GGML_TYPE_Q4_K]    = { .name = "q4_K",    .blck_size = 256, .type_size = 144, .is_quantized = true },
-    [GGML_TYPE_Q5_K]    = { .name = "q5_K",    .blck_size = 256, .type_size = 176, .is_quantized = true },
-    [GGML_TYPE_Q6_K]    = { .name = "q6_K",    .blck_size = 256, .type_size = 210, .is_quantized = true },
-    [GGML_TYPE_Q8_K]    = { .name = "q8_K",    .blck_size = 256, .type_size = 292, .is_quantized = true },
-    [GGML_TYPE_IQ2_XXS] = { .name = "iq2_xxs", .blck_size = 256, .type_size = 66,  .is_quantized = true },
-    [GGML_TYPE_IQ2_XS]  = { .name = "iq2_xs",  .blck_size = 256, .type_size = 74,  .is_quantized = true },
-    [GGML_TYPE_I8]      = { .name = "i8",      .blck_size = 1,   .type_size = 1 },
-    [GGML_TYPE_I16]     = { .name = "i16",     .blck_size = 1,   .type_size = 2 },
-    [GGML_TYPE_I32]     = { .name = "i32",     .blck_size = 1,   .type_size = 4 },
+#include "core/checked.h"
+#include "quant_impl.h"
+
+/* Block sizes and byte sizes are the on-disk contract (ggml's block structs);
+ * the functions are the scalar definitions. */
+static const struct type_traits g_scalar[GGML_TYPE_COUNT] = {
+    [GGML_TYPE_F32] = {
+        .name = "f32", .blck_size = 1, .type_size = 4,
+        .to_float = quant_f32_copy, .from_float = quant_f32_from_float,
+        .from_float_reference = quant_f32_from_float,
+        .vec_dot = quant_f32_dot, .vec_dot_type = GGML_TYPE_F32,
+    },
+    [GGML_TYPE_F16] = {
+        .name = "f16", .blck_size = 1, .type_size = 2,
+        .to_float = quant_f16_to_float, .from_float = quant_f16_from_float,
+        .from_float_reference = quant_f16_from_float,
+        .vec_dot = quant_f16_dot, .vec_dot_type = GGML_TYPE_F16,
+    },
+    [GGML_TYPE_Q4_0] = {
+        .name = "q4_0", .blck_size = QK4_0, .type_size = sizeof(block_q4_0), .is_quantized = true,
+        .to_float = quant_q4_0_dequantize, .from_float = quant_q4_0_quantize_ref,
+        .from_float_reference = quant_q4_0_quantize_ref,
+        .vec_dot = quant_q4_0_dot_q8_0, .vec_dot_type = GGML_TYPE_Q8_0,
+    },
+    [GGML_TYPE_Q4_1] = {
+        .name = "q4_1", .blck_size = QK4_1, .type_size = sizeof(block_q4_1), .is_quantized = true,
+        .to_float = quant_q4_1_dequantize, .from_float = quant_q4_1_quantize_ref,
+        .from_float_reference = quant_q4_1_quantize_ref,
+        .vec_dot = quant_q4_1_dot_q8_1, .vec_dot_type = GGML_TYPE_Q8_1,
+    },
+    [GGML_TYPE_Q5_0] = {
+        .name = "q5_0", .blck_size = QK5_0, .type_size = sizeof(block_q5_0), .is_quantized = true,
+        .to_float = quant_q5_0_dequantize, .from_float = quant_q5_0_quantize_ref,
+        .from_float_reference = quant_q5_0_quantize_ref,
+        .vec_dot = quant_q5_0_dot_q8_0, .vec_dot_type = GGML_TYPE_Q8_0,
+    },
+    [GGML_TYPE_Q5_1] = {
+        .name = "q5_1", .blck_size = QK5_1, .type_size = sizeof(block_q5_1), .is_quantized = true,
+        .to_float = quant_q5_1_dequantize, .from_float = quant_q5_1_quantize_ref,
+        .from_float_reference = quant_q5_1_quantize_ref,
+        .vec_dot = quant_q5_1_dot_q8_1, .vec_dot_type = GGML_TYPE_Q8_1,
+    },
+    [GGML_TYPE_Q8_0] = {
+        .name = "q8_0", .blck_size = QK8_0, .type_size = sizeof(block_q8_0), .is_quantized = true,
+        .to_float = quant_q8_0_dequantize, .from_float = quant_q8_0_quantize_act,
+        .from_float_reference = quant_q8_0_quantize_ref,
+        .vec_dot = quant_q8_0_dot_q8_0, .vec_dot_type = GGML_TYPE_Q8_0,
+    },
+    [GGML_TYPE_Q8_1] = {
+        .name = "q8_1", .blck_size = QK8_1, .type_size = sizeof(block_q8_1), .is_quantized = true,
+        .to_float = quant_q8_1_dequantize, .from_float = quant_q8_1_quantize_act,
+        .from_float_reference = quant_q8_1_quantize_ref,
+        .vec_dot_type = GGML_TYPE_Q8_1,
+    },
+    [GGML_TYPE_Q2_K] = {
+        .name = "q2_K", .blck_size = QK_K, .type_size = sizeof(block_q2_K), .is_quantized = true,
+        .to_float = quant_q2_K_dequantize, .from_float = quant_q2_K_quantize_ref,
+        .from_float_reference = quant_q2_K_quantize_ref,
+        .vec_dot = quant_q2_K_dot_q8_K, .vec_dot_type = GGML_TYPE_Q8_K,
+    },
+    [GGML_TYPE_Q3_K] = {
+        .name = "q3_K", .blck_size = QK_K, .type_size = sizeof(block_q3_K), .is_quantized = true,
+        .to_float = quant_q3_K_dequantize, .from_float = quant_q3_K_quantize_ref,
+        .from_float_reference = quant_q3_K_quantize_ref,
+        .vec_dot = quant_q3_K_dot_q8_K, .vec_dot_type = GGML_TYPE_Q8_K,
+    },
+    [GGML_TYPE_Q4_K] = {
+        .name = "q4_K", .blck_size = QK_K, .type_size = sizeof(block_q4_K), .is_quantized = true,
+        .to_float = quant_q4_K_dequantize, .from_float = quant_q4_K_quantize_ref,
+        .from_float_reference = quant_q4_K_quantize_ref,
+        .vec_dot = quant_q4_K_dot_q8_K, .vec_dot_type = GGML_TYPE_Q8_K,
+    },
+    [GGML_TYPE_Q5_K] = {
+        .name = "q5_K", .blck_size = QK_K, .type_size = sizeof(block_q5_K), .is_quantized = true,
+        .to_float = quant_q5_K_dequantize, .from_float = quant_q5_K_quantize_ref,
+        .from_float_reference = quant_q5_K_quantize_ref,
+        .vec_dot = quant_q5_K_dot_q8_K, .vec_dot_type = GGML_TYPE_Q8_K,
+    },
+    [GGML_TYPE_Q6_K] = {
+        .name = "q6_K", .blck_size = QK_K, .type_size = sizeof(block_q6_K), .is_quantized = true,
+        .to_float = quant_q6_K_dequantize, .from_float = quant_q6_K_quantize_ref,
+        .from_float_reference = quant_q6_K_quantize_ref,
+        .vec_dot = quant_q6_K_dot_q8_K, .vec_dot_type = GGML_TYPE_Q8_K,
+    },
+    [GGML_TYPE_Q8_K] = {
+        .name = "q8_K", .blck_size = QK_K, .type_size = sizeof(block_q8_K), .is_quantized = true,
+        .to_float = quant_q8_K_dequantize, .from_float = quant_q8_K_quantize_ref,
+        .from_float_reference = quant_q8_K_quantize_ref,
+        .vec_dot_type = GGML_TYPE_Q8_K,
+    },
+    [GGML_TYPE_IQ2_XXS] = {
+        .name = "iq2_xxs", .blck_size = QK_K, .type_size = sizeof(block_iq2_xxs), .is_quantized = true,
+        .to_float = quant_iq2_xxs_dequantize,
+        .vec_dot = quant_iq2_xxs_dot_q8_K, .vec_dot_type = GGML_TYPE_Q8_K,
+    },
+    [GGML_TYPE_IQ2_XS] = {
+        .name = "iq2_xs", .blck_size = QK_K, .type_size = sizeof(block_iq2_xs), .is_quantized = true,
+        .to_float = quant_iq2_xs_dequantize,
+        .vec_dot = quant_iq2_xs_dot_q8_K, .vec_dot_type = GGML_TYPE_Q8_K,
+    },
+    [GGML_TYPE_I8]  = { .name = "i8",  .blck_size = 1, .type_size = 1 },
+    [GGML_TYPE_I16] = { .name = "i16", .blck_size = 1, .type_size = 2 },
+    [GGML_TYPE_I32] = { .name = "i32", .blck_size = 1, .type_size = 4 },
 };
 
+/* The engine's table: the scalar one, then (in a later change) SIMD variants
+ * picked from cpu_features_get() unless LLAMAC_SIMD=scalar. */
+static struct type_traits g_active[GGML_TYPE_COUNT];
+static pthread_once_t g_active_once = PTHREAD_ONCE_INIT;
+
+static void active_init(void) {
+    memcpy(g_active, g_scalar, sizeof g_active);
+}
+
 bool type_is_valid(int type) {
-    return type >= 0 && type < GGML_TYPE_COUNT && g_traits[type].blck_size != 0;
+    return type >= 0 && type < GGML_TYPE_COUNT && g_scalar[type].blck_size != 0;
+}
+
+const struct type_traits *type_traits_scalar_get(enum ggml_type type) {
+    return type_is_valid((int)type) ? &g_scalar[type] : NULL;
 }
 
 const struct type_traits *type_traits_get(enum ggml_type type) {
-    return type_is_valid((int)type) ? &g_traits[type] : NULL;
+    if (!type_is_valid((int)type)) return NULL;
+    pthread_once(&g_active_once, active_init);
+    return &g_active[type];
 }
 
 const char *type_name(enum ggml_type type) {
-    return type_is_valid((int)type) ? g_traits[type].name : "?";
+    return type_is_valid((int)type) ? g_scalar[type].name : "?";
 }
 
 bool type_row_size(enum ggml_type type, int64_t ne0, size_t *out) {
-    const struct type_traits *tt = type_traits_get(type);
+    const struct type_traits *tt = type_traits_scalar_get(type);
     if (!tt || ne0 < 0 || ne0 % tt->blck_size != 0) return false;
     return ck_mul_size((size_t)(ne0 / tt->blck_size), tt->type_size, out);
 }
