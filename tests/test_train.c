@@ -9,9 +9,9 @@
  *  - the written model is a llama GGUF with the expected keys, vocabulary and
  *    tensor shapes (F32, F16, and Q8_0 where the quantizer exists).
  *
- * The corpus is tokenized with a vocabulary learned by tokenizer_train and a
- * greedy longest-match encoder written here (the SPM tokenizer of src/vocab
- * is what `llamac train` uses).
+ * The corpus is tokenized line by line (train_tokenize_lines) with a
+ * vocabulary learned from it by tokenizer_train, read back through the SPM
+ * tokenizer of src/vocab, as `llamac train` does.
  */
 #include "test_util.h"
 
@@ -21,7 +21,9 @@
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 #include "train/tokenizer_train.h"
+#include "train/train_data.h"
 #include "train/trainer.h"
+#include "vocab/vocab.h"
 
 #define TRAIN_LOSS_TARGET 3.0f
 
@@ -42,52 +44,6 @@ static const char *const g_valid = "the cat sat on the log and the dog sat on th
 
 /* ---- tokens ------------------------------------------------------------------------ */
 
-/* Greedy longest match of each line ("▁" for spaces and in front of the line),
- * byte tokens for what no piece covers, <0x0A> between lines. */
-static int32_t *encode(const struct tokenizer_vocab *v, const char *text, size_t *n_out) {
-    size_t cap = strlen(text) * 4 + 16, n = 0;
-    int32_t *out = malloc(cap * sizeof *out);
-    char *esc = malloc(strlen(text) * 3 + 4);
-    const char *line = text;
-    while (*line) {
-        const char *end = strchr(line, '\n');
-        if (!end) end = line + strlen(line);
-        size_t m = 0;
-        memcpy(esc, "\xe2\x96\x81", 3);
-        m = 3;
-        for (const char *c = line; c < end; c++) {
-            if (*c == ' ') {
-                memcpy(esc + m, "\xe2\x96\x81", 3);
-                m += 3;
-            } else {
-                esc[m++] = *c;
-            }
-        }
-        for (size_t i = 0; i < m;) {
-            int32_t best = -1;
-            size_t best_len = 0;
-            for (int32_t id = TOKENIZER_TRAIN_FIRST_PIECE; id < v->n_tokens; id++) {
-                const size_t len = strlen(v->tokens[id]);
-                if (len > best_len && len <= m - i && memcmp(v->tokens[id], esc + i, len) == 0) {
-                    best = id;
-                    best_len = len;
-                }
-            }
-            if (best < 0) {
-                best = TOKENIZER_TRAIN_N_SPECIAL + (uint8_t)esc[i];
-                best_len = 1;
-            }
-            out[n++] = best;
-            i += best_len;
-        }
-        out[n++] = TOKENIZER_TRAIN_N_SPECIAL + '\n';
-        line = *end ? end + 1 : end;
-    }
-    free(esc);
-    *n_out = n;
-    return out;
-}
-
 struct data {
     struct tokenizer_vocab *vocab;
     int32_t *train, *valid;
@@ -102,10 +58,27 @@ static bool data_init(struct data *d) {
     tp.character_coverage = 1.0;
     d->vocab = tokenizer_train(g_corpus, strlen(g_corpus), &tp);
     if (!d->vocab) return false;
-    d->train = encode(d->vocab, g_corpus, &d->n_train);
-    d->valid = encode(d->vocab, g_valid, &d->n_valid);
     snprintf(d->vocab_path, sizeof d->vocab_path, "test_train_vocab_%d.gguf", (int)getpid());
-    return tokenizer_vocab_write_gguf(d->vocab, "tiny", d->vocab_path);
+    if (!tokenizer_vocab_write_gguf(d->vocab, "tiny", d->vocab_path)) return false;
+    struct gguf_reader *r = gguf_open_file(d->vocab_path, true);
+    struct vocab *v = r ? vocab_load_gguf(r) : NULL;
+    if (v) {
+        d->train = train_tokenize_lines(v, g_corpus, strlen(g_corpus), &d->n_train);
+        d->valid = train_tokenize_lines(v, g_valid, strlen(g_valid), &d->n_valid);
+        /* each line: its tokens, then <0x0A>; the first word has its "\u2581" piece */
+        CHECK(d->train && d->train[d->n_train - 1] == TOKENIZER_TRAIN_N_SPECIAL + '\n');
+        CHECK(d->train && strncmp(d->vocab->tokens[d->train[0]], "\xe2\x96\x81the", 6) == 0);
+        size_t n_lines = 0;
+        for (size_t i = 0; d->train && i < d->n_train; i++) n_lines += d->train[i] == vocab_nl(v);
+        CHECK_EQ_INT(n_lines, 10);
+        size_t n_empty = 1;
+        int32_t *none = train_tokenize_lines(v, "\r\n\n", 3, &n_empty);
+        CHECK(none != NULL && n_empty == 0);
+        free(none);
+    }
+    vocab_free(v);
+    gguf_close(r);
+    return d->train && d->valid;
 }
 
 static void data_free(struct data *d) {

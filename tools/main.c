@@ -7,11 +7,13 @@
 #include "cli.h"
 
 int cmd_info(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_train_tokenizer(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
     { "info", cmd_info, "print a GGUF file's metadata and tensor table" },
+    { "train", cmd_train, "train a LLaMA model from scratch on a text corpus (CPU)" },
     { "train-tokenizer", cmd_train_tokenizer, "learn a SentencePiece-style BPE vocabulary from text" },
     { NULL, NULL, NULL }
 };
