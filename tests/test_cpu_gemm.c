@@ -1,6 +1,7 @@
 /*
- * The tiled F32 products (src/backend/cpu/cpu_gemm.h) behind mul_mat and
- * out_prod: results against a double-precision reference on shapes with
+ * The tiled F32 products (src/backend/cpu/cpu_gemm.h) behind out_prod and
+ * mul_mat marked MUL_MAT_ORDER_ANY (an unmarked mul_mat keeps b1892's dot
+ * product bit for bit): results against a double-precision reference on shapes with
  * edge tiles, strided and transposed operands, 4-d batches and broadcast
  * weights; bit-identical results for 1, 2 and 3 threads. The program runs
  * itself a second time with LLAMAC_SIMD=scalar so the same checks cover the
@@ -14,6 +15,7 @@
 #include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_gemm.h"
 #include "core/cpu_features.h"
+#include "quant/quant.h"
 #include "tensor/tensor.h"
 
 static uint64_t g_rng = 12345;
@@ -21,6 +23,13 @@ static uint64_t g_rng = 12345;
 static struct tensor *rand_tensor(struct tensor_ctx *ctx, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3) {
     struct tensor *t = tensor_new_4d(ctx, GGML_TYPE_F32, ne0, ne1, ne2, ne3);
     for (int64_t i = 0; i < tensor_nelements(t); i++) tensor_set_f32_1d(t, i, test_rand_uniform(&g_rng, -1, 1));
+    return t;
+}
+
+/* A product that may add in any order (the tiled kernels' condition). */
+static struct tensor *mul_mat_any(struct tensor_ctx *ctx, struct tensor *w, struct tensor *x) {
+    struct tensor *t = op_mul_mat(ctx, w, x);
+    t->op_params[0] = MUL_MAT_ORDER_ANY;
     return t;
 }
 
@@ -99,19 +108,32 @@ static void run_checks(const char *isa) {
 
     /* edge tiles in every direction, k not a multiple of the vector width */
     struct tensor *w = rand_tensor(ctx, 77, 45, 1, 1), *x = rand_tensor(ctx, 77, 39, 1, 1);
-    check_product(pool, ctx, op_mul_mat(ctx, w, x), "mul_mat 77x45 * 77x39", ref_mul_mat);
+    check_product(pool, ctx, mul_mat_any(ctx, w, x), "mul_mat 77x45 * 77x39", ref_mul_mat);
     w = rand_tensor(ctx, 256, 96, 1, 1);
     x = rand_tensor(ctx, 256, 64, 1, 1);
-    check_product(pool, ctx, op_mul_mat(ctx, w, x), "mul_mat 256x96 * 256x64", ref_mul_mat);
+    check_product(pool, ctx, mul_mat_any(ctx, w, x), "mul_mat 256x96 * 256x64", ref_mul_mat);
+    /* without MUL_MAT_ORDER_ANY: b1892's dot product, bit for bit */
+    struct tensor *ref = op_mul_mat(ctx, w, x);
+    check_product(pool, ctx, ref, "mul_mat 256x96 * 256x64 (reference order)", ref_mul_mat);
+    int differ = 0;
+    for (int64_t c = 0; c < x->ne[1]; c++) {
+        for (int64_t r = 0; r < w->ne[1]; r++) {
+            float want;
+            type_traits_get(GGML_TYPE_F32)->vec_dot(w->ne[0], &want, (const char *)w->data + r * w->nb[1],
+                                                    (const char *)x->data + c * x->nb[1]);
+            differ += memcmp(&want, (const char *)ref->data + r * 4 + c * ref->nb[1], 4) != 0;
+        }
+    }
+    CHECK_EQ_INT(differ, 0);
     /* attention shapes: permuted operands, broadcast kv heads (GQA) */
     struct tensor *k = rand_tensor(ctx, 32, 2, 40, 3), *q = rand_tensor(ctx, 32, 4, 40, 3);
     check_product(pool, ctx,
-                  op_mul_mat(ctx, tensor_permute(ctx, k, 0, 2, 1, 3), tensor_permute(ctx, q, 0, 2, 1, 3)),
+                  mul_mat_any(ctx, tensor_permute(ctx, k, 0, 2, 1, 3), tensor_permute(ctx, q, 0, 2, 1, 3)),
                   "mul_mat permuted, GQA 2 -> 4 heads", ref_mul_mat);
     /* too small for the tiles: the reference path */
     w = rand_tensor(ctx, 16, 8, 1, 1);
     x = rand_tensor(ctx, 16, 3, 1, 1);
-    check_product(pool, ctx, op_mul_mat(ctx, w, x), "mul_mat 16x8 * 16x3", ref_mul_mat);
+    check_product(pool, ctx, mul_mat_any(ctx, w, x), "mul_mat 16x8 * 16x3", ref_mul_mat);
 
     /* out_prod: weight gradient (b strided by rows) and input gradient (b transposed) */
     struct tensor *a = rand_tensor(ctx, 70, 100, 1, 1), *b = rand_tensor(ctx, 35, 100, 1, 1);

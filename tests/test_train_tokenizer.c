@@ -1,8 +1,10 @@
 /*
  * Tokenizer training (src/train/tokenizer_train.h): merge order pinned on a
  * corpus small enough to count by hand, character coverage, determinism,
- * the llama vocabulary layout and scores, and round trips through a
- * greedy-by-score SPM encoder written here after b1892's llm_tokenizer_spm.
+ * the llama vocabulary layout and scores, round trips through a
+ * greedy-by-score SPM encoder written here after b1892's llm_tokenizer_spm,
+ * the GGUF file and `llamac train-tokenizer`, and the engine's own
+ * tokenizer (src/vocab) loading the file and agreeing with that encoder.
  */
 #include "test_util.h"
 
@@ -12,6 +14,7 @@
 #include "train/tokenizer_train.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
+#include "vocab/vocab.h"
 
 /* ---- an SPM encoder as b1892 runs it ------------------------------------------ */
 
@@ -479,6 +482,99 @@ static void check_gguf(const char *path, const struct tokenizer_vocab *v) {
     gguf_close(r);
 }
 
+/* Tokenizes `text` with the engine's tokenizer (b1892's algorithm) loaded
+ * from the GGUF: BOS first (b1892 gives only BOS for empty text), then the
+ * same ids as the reference encoder above. */
+static bool real_tokenizer_agrees(const struct vocab *rv, const struct spm *s, const char *text, size_t n) {
+    int32_t *real = malloc((3 * n + 4) * sizeof *real), *ref = malloc((3 * n + 4) * sizeof *ref);
+    char *esc = malloc(3 * n + 3);
+    int32_t n_real = vocab_tokenize(rv, text, n, true, false, real, 3 * (int32_t)n + 4);
+    int n_ref = n == 0 ? 0 : spm_encode(s, esc, escape(text, n, esc), ref, 3 * (int)n + 4);
+    bool ok = n_real == n_ref + 1 && real[0] == 1 && memcmp(real + 1, ref, (size_t)n_ref * sizeof *ref) == 0;
+    free(real);
+    free(ref);
+    free(esc);
+    return ok;
+}
+
+/* b1892's pieces of the tokens of a valid UTF-8 line give back " " + line,
+ * with a literal "▁" read as a space (b1892 cannot tell them apart). */
+static bool real_tokenizer_round_trips(const struct vocab *rv, const char *text, size_t n) {
+    int32_t *ids = malloc((3 * n + 4) * sizeof *ids);
+    char *back = malloc(n + 2), *want = malloc(n + 2);
+    size_t k = 0, w = 0;
+    want[w++] = ' ';
+    for (size_t i = 0; i < n; i++) {
+        bool mark = n - i >= 3 && memcmp(text + i, "\xe2\x96\x81", 3) == 0;
+        want[w++] = mark ? ' ' : text[i];
+        if (mark) i += 2;
+    }
+    int32_t n_ids = vocab_tokenize(rv, text, n, false, false, ids, 3 * (int32_t)n + 4);
+    bool ok = n_ids > 0;
+    for (int32_t i = 0; ok && i < n_ids; i++) {
+        size_t len;
+        const char *piece = vocab_token_piece(rv, ids[i], &len);
+        ok = len <= n + 1 - k;
+        if (ok) memcpy(back + k, piece, len);
+        k += len;
+    }
+    ok = ok && k == w && memcmp(back, want, w) == 0;
+    free(ids);
+    free(back);
+    free(want);
+    return ok;
+}
+
+static void test_real_tokenizer(const char *path, const struct tokenizer_vocab *v) {
+    struct gguf_reader *r = gguf_open_file(path, false);
+    struct vocab *rv = r ? vocab_load_gguf(r) : NULL;
+    CHECK_MSG(rv != NULL, "%s", error_last());
+    if (rv) {
+        CHECK_EQ_INT(vocab_n_tokens(rv), v->n_tokens);
+        CHECK_EQ_INT(vocab_bos(rv), 1);
+        CHECK_EQ_INT(vocab_eos(rv), 2);
+        CHECK_EQ_INT(vocab_unk(rv), 0);
+        CHECK_EQ_INT(vocab_add_bos(rv), 1);
+        CHECK_EQ_INT(vocab_nl(rv), TOKENIZER_TRAIN_N_SPECIAL + '\n');
+        /* b1892 treats a multi-character token that is not the concatenation
+         * of two tokens as special: that must be <unk> <s> </s> and the byte
+         * tokens only, never a learned piece. */
+        int32_t n_special = 0;
+        const int32_t *special = vocab_special_tokens(rv, &n_special);
+        CHECK_EQ_INT(n_special, TOKENIZER_TRAIN_FIRST_PIECE);
+        int learned = 0;
+        for (int32_t i = 0; i < n_special; i++) learned += special[i] >= TOKENIZER_TRAIN_FIRST_PIECE;
+        CHECK_EQ_INT(learned, 0);
+
+        struct spm s;
+        spm_init(&s, v);
+        int disagreements = 0, lost = 0;
+        for (const char *p = g_prose; *p;) {
+            const char *nl = strchr(p, '\n');
+            size_t n = (size_t)(nl - p);
+            if (n > 0 && p[n - 1] == '\r') n--;
+            if (!real_tokenizer_agrees(rv, &s, p, n)) disagreements++;
+            if (n > 0 && !real_tokenizer_round_trips(rv, p, n)) lost++;
+            p = nl + 1;
+        }
+        CHECK_EQ_INT(lost, 0);
+        uint64_t rng = 0xfeed;
+        for (int iter = 0; iter < 200; iter++) {
+            char buf[48];
+            size_t n = 1 + test_rand_u64(&rng) % sizeof buf;
+            for (size_t i = 0; i < n; i++) {
+                uint64_t x = test_rand_u64(&rng);
+                buf[i] = x % 4 == 0 ? (char)(x >> 8) : g_prose[(x >> 8) % strlen(g_prose)];
+            }
+            if (!real_tokenizer_agrees(rv, &s, buf, n)) disagreements++;
+        }
+        CHECK_EQ_INT(disagreements, 0);
+        free(s.sorted);
+    }
+    vocab_free(rv);
+    gguf_close(r);
+}
+
 static void test_gguf_and_cli(void) {
     char lib_path[128], cli_path[128], corpus_path[128];
     make_tmp(lib_path, sizeof lib_path, "lib");
@@ -489,6 +585,7 @@ static void test_gguf_and_cli(void) {
     if (!v) return;
     CHECK(tokenizer_vocab_write_gguf(v, "test vocab", lib_path));
     check_gguf(lib_path, v);
+    test_real_tokenizer(lib_path, v);
 
     /* The command line writes the same file from the same text. */
     FILE *f = fopen(corpus_path, "wb");

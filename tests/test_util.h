@@ -112,7 +112,7 @@ static inline char *test_read_file(const char *path, size_t *size_out) {
     fseek(f, 0, SEEK_END);
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)n + 1);
+    char *buf = (char *)malloc((size_t)n + 1);
     if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) { free(buf); buf = NULL; }
     fclose(f);
     if (buf) { buf[n] = '\0'; if (size_out) *size_out = (size_t)n; }

@@ -217,6 +217,11 @@ struct tensor *op_rms_norm(struct tensor_ctx *ctx, struct tensor *a, float eps);
 struct tensor *op_rms_norm_back(struct tensor_ctx *ctx, struct tensor *a, struct tensor *grad, float eps);
 /* W [k, n] x X [k, m, b2, b3] -> [n, m, b2, b3]; W broadcasts over b2/b3 when X has more. */
 struct tensor *op_mul_mat(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b);
+/* A mul_mat's op_params[0]: the order in which a backend may add the products.
+ * MUL_MAT_ORDER_REFERENCE (0, what op_mul_mat sets) is b1892's, so results
+ * match the reference bit for bit; MUL_MAT_ORDER_ANY allows faster kernels
+ * whose sums differ by float rounding (training sets it on its products). */
+enum { MUL_MAT_ORDER_REFERENCE = 0, MUL_MAT_ORDER_ANY = 1 };
 /* Experts as[0..n_as) (same shape), ids I32 [n_ids, n_rows]: row r of b is
  * multiplied by as[ids[id, r]] (b1892's ggml_mul_mat_id). */
 struct tensor *op_mul_mat_id(struct tensor_ctx *ctx, struct tensor *const *as, int n_as, struct tensor *ids, int id, struct tensor *b);
@@ -228,9 +233,12 @@ struct tensor *op_cpy(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b
 struct tensor *op_cont(struct tensor_ctx *ctx, struct tensor *a);
 struct tensor *op_get_rows(struct tensor_ctx *ctx, struct tensor *a, struct tensor *rows);
 struct tensor *op_get_rows_back(struct tensor_ctx *ctx, struct tensor *grad, struct tensor *rows, struct tensor *shape_of);
+/* a [n, 1, b2, b3] -> [n, n, b2, b3] with a on the diagonal */
+struct tensor *op_diag(struct tensor_ctx *ctx, struct tensor *a);
 struct tensor *op_diag_mask_inf(struct tensor_ctx *ctx, struct tensor *a, int n_past);
 struct tensor *op_diag_mask_zero(struct tensor_ctx *ctx, struct tensor *a, int n_past);
-/* softmax over rows of a*scale + mask (mask F32 [ne0, >= ne1], broadcast over dims 2, 3; may be NULL). */
+/* softmax over rows of a*scale + mask; a contiguous F32; mask (may be NULL) contiguous F32
+ * [ne0, m] with a's row count a multiple of m: row r of a uses mask row r % m (b1892). */
 struct tensor *op_soft_max(struct tensor_ctx *ctx, struct tensor *a, struct tensor *mask, float scale);
 struct tensor *op_soft_max_back(struct tensor_ctx *ctx, struct tensor *grad, struct tensor *y);
 /* RoPE on a [head_dim, n_head, n_tokens] with positions pos (I32 [n_tokens]), as b1892's ggml_rope_custom. */

@@ -160,6 +160,7 @@ static bool ag_backward_node(struct tensor_ctx *ctx, struct tensor *node, const 
                     /* mul_mat broadcasts a the same way in the product with the gradient */
                     struct tensor *gp = g && g->nb[0] != sizeof(float) ? op_cont(ctx, g) : g;
                     c = op_mul_mat(ctx, op_cont(ctx, tensor_transpose(ctx, a)), gp);
+                    if (c) c->op_params[0] = node->op_params[0]; /* the forward product's summation order */
                 }
                 if (!ag_accumulate(ctx, b, c)) return false;
             }

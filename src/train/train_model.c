@@ -207,6 +207,13 @@ bool train_inputs_set_batch(const struct train_inputs *in, const struct train_hp
 
 /* ---- the graph ----------------------------------------------------------------------- */
 
+/* Training's products may add in any order (the tiled kernels). */
+static struct tensor *train_mul_mat(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b) {
+    struct tensor *t = op_mul_mat(ctx, a, b);
+    if (t) t->op_params[0] = MUL_MAT_ORDER_ANY;
+    return t;
+}
+
 static struct tensor *train_norm(struct tensor_ctx *ctx, struct tensor *x, struct tensor *w, float eps) {
     return op_mul(ctx, op_rms_norm(ctx, x, eps), w);
 }
@@ -217,22 +224,22 @@ static struct tensor *train_attention(struct train_model *m, struct tensor_ctx *
     const struct train_hparams *hp = &m->hp;
     const int64_t hd = hp->n_embd / hp->n_head, T = hp->n_ctx, B = in->n_batch;
     /* [head_dim, n_head, T, B], rotated, then [head_dim, T, n_head, B] */
-    struct tensor *q = tensor_reshape_4d(ctx, op_mul_mat(ctx, l->wq, cur), hd, hp->n_head, T, B);
-    struct tensor *k = tensor_reshape_4d(ctx, op_mul_mat(ctx, l->wk, cur), hd, hp->n_head_kv, T, B);
-    struct tensor *v = tensor_reshape_4d(ctx, op_mul_mat(ctx, l->wv, cur), hd, hp->n_head_kv, T, B);
+    struct tensor *q = tensor_reshape_4d(ctx, train_mul_mat(ctx, l->wq, cur), hd, hp->n_head, T, B);
+    struct tensor *k = tensor_reshape_4d(ctx, train_mul_mat(ctx, l->wk, cur), hd, hp->n_head_kv, T, B);
+    struct tensor *v = tensor_reshape_4d(ctx, train_mul_mat(ctx, l->wv, cur), hd, hp->n_head_kv, T, B);
     q = op_rope(ctx, q, in->pos, (int)hd, ROPE_MODE_NORMAL, 0, 0, hp->rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
     k = op_rope(ctx, k, in->pos, (int)hd, ROPE_MODE_NORMAL, 0, 0, hp->rope_freq_base, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f);
     struct tensor *Q = tensor_permute(ctx, q, 0, 2, 1, 3);
     struct tensor *K = tensor_permute(ctx, k, 0, 2, 1, 3);
     /* kq [T keys, T queries, n_head, B]; with GQA the kv heads broadcast */
-    struct tensor *kq = op_mul_mat(ctx, K, Q);
+    struct tensor *kq = train_mul_mat(ctx, K, Q);
     kq = op_soft_max(ctx, kq, in->kq_mask, 1.0f / sqrtf((float)hd));
     /* V^T [T, head_dim, n_head_kv, B] */
     struct tensor *vt = op_cont(ctx, tensor_permute(ctx, v, 1, 2, 0, 3));
-    struct tensor *kqv = op_mul_mat(ctx, vt, kq); /* [head_dim, T, n_head, B] */
+    struct tensor *kqv = train_mul_mat(ctx, vt, kq); /* [head_dim, T, n_head, B] */
     struct tensor *merged = op_cont(ctx, tensor_permute(ctx, kqv, 0, 2, 1, 3));
     cur = tensor_reshape_2d(ctx, merged, hp->n_embd, T * B);
-    return op_mul_mat(ctx, l->wo, cur);
+    return train_mul_mat(ctx, l->wo, cur);
 }
 
 struct tensor *train_model_build_loss(struct train_model *m, struct tensor_ctx *ctx, const struct train_inputs *in) {
@@ -243,12 +250,12 @@ struct tensor *train_model_build_loss(struct train_model *m, struct tensor_ctx *
         struct tensor *cur = train_norm(ctx, x, l->attn_norm, hp->norm_eps);
         x = op_add(ctx, x, train_attention(m, ctx, l, cur, in));
         cur = train_norm(ctx, x, l->ffn_norm, hp->norm_eps);
-        struct tensor *gate = op_silu(ctx, op_mul_mat(ctx, l->ffn_gate, cur));
-        struct tensor *up = op_mul_mat(ctx, l->ffn_up, cur);
-        x = op_add(ctx, x, op_mul_mat(ctx, l->ffn_down, op_mul(ctx, gate, up)));
+        struct tensor *gate = op_silu(ctx, train_mul_mat(ctx, l->ffn_gate, cur));
+        struct tensor *up = train_mul_mat(ctx, l->ffn_up, cur);
+        x = op_add(ctx, x, train_mul_mat(ctx, l->ffn_down, op_mul(ctx, gate, up)));
     }
     x = train_norm(ctx, x, m->output_norm, hp->norm_eps);
-    struct tensor *logits = op_mul_mat(ctx, m->output, x);
+    struct tensor *logits = train_mul_mat(ctx, m->output, x);
     struct tensor *loss = op_cross_entropy_loss(ctx, logits, in->targets);
     return tensor_set_name(loss, "loss");
 }

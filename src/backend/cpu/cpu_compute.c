@@ -9,6 +9,7 @@
 #define _GNU_SOURCE /* sched_yield */
 #include "backend/cpu/cpu_compute.h"
 
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -47,6 +48,10 @@ struct cpu_threadpool {
 
     atomic_int barrier_count;
     atomic_int barrier_gen;
+    /* Stopping early: the index of the last node to finish. A thread can be
+     * one node ahead of another, so a flag would be seen at different nodes;
+     * a node index is the same decision for everyone. */
+    atomic_int stop_after;
     atomic_bool aborted;
     atomic_int kernel_error;
 
@@ -77,6 +82,12 @@ static void cpu_barrier(struct cpu_threadpool *pool, int n) {
     }
 }
 
+void cpu_task_stop_after(const struct cpu_task *task) {
+    int cur = atomic_load(task->stop_after);
+    while (task->node < cur && !atomic_compare_exchange_weak(task->stop_after, &cur, task->node)) {
+    }
+}
+
 static bool cpu_op_is_view(enum tensor_op op) {
     return op == OP_NONE || op == OP_VIEW || op == OP_RESHAPE || op == OP_PERMUTE || op == OP_TRANSPOSE;
 }
@@ -87,10 +98,12 @@ static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
     const int nth = pool->n_active;
     struct cpu_task task = {
         .ith = ith, .nth = nth, .wdata = pool->wdata, .wsize = pool->wsize, .error = &pool->kernel_error,
+        .stop_after = &pool->stop_after,
     };
     for (int i = 0; i < g->n_nodes; i++) {
         struct tensor *node = g->nodes[i];
         if (cpu_op_is_view(node->op)) continue;
+        task.node = i;
         const struct cpu_op_desc *desc = cpu_op_desc_get(node->op);
         if (desc->has_init) {
             task.phase = CPU_PHASE_INIT;
@@ -105,9 +118,12 @@ static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
             desc->kernel(&task, node);
         }
         /* thread 0 asks before the barrier, so all threads see the answer after it */
-        if (ith == 0 && pool->abort_cb && pool->abort_cb(pool->abort_data)) atomic_store(&pool->aborted, true);
+        if (ith == 0 && pool->abort_cb && pool->abort_cb(pool->abort_data)) {
+            atomic_store(&pool->aborted, true);
+            cpu_task_stop_after(&task);
+        }
         cpu_barrier(pool, nth);
-        if (atomic_load(&pool->aborted) || atomic_load(&pool->kernel_error)) break;
+        if (atomic_load(&pool->stop_after) <= i) break;
     }
     /* nobody may still read the graph when the caller returns */
     cpu_barrier(pool, nth);
@@ -243,6 +259,7 @@ bool cpu_graph_compute(struct cpu_threadpool *pool, struct graph *g, int n_threa
     if (!cpu_graph_plan(pool, g, n_threads)) return false;
 
     atomic_store(&pool->aborted, false);
+    atomic_store(&pool->stop_after, INT_MAX);
     atomic_store(&pool->kernel_error, CPU_ERR_NONE);
     atomic_store(&pool->barrier_count, 0);
     pthread_mutex_lock(&pool->mutex);

@@ -6,50 +6,33 @@
  * weights round the activations to F16, Q4_0/Q5_x/Q8_0 quantize them to Q8_0
  * (Q4_1/Q5_1 to Q8_1), the k-quants and IQ2 to Q8_K — and then every output
  * value is one vec_dot(weight row, converted column). Those roundings are
- * what the golden logits carry; the order of the additions inside a dot
- * product is the reference's own (double accumulation for F32/F16, the quant
- * module's vec_dot for the rest).
+ * what the golden logits carry. The dot products come from the trait table,
+ * which adds in b1892's x86 order (see quant_float.c), so the logits match
+ * the reference bit for bit.
  *
- * Exception: F32 x F32 products of at least 32 x 32 x 32 (training, F32
- * models' prompts) and out_prod run on the tiled SIMD kernels of cpu_gemm.h
- * when the CPU has them: float sums of fused multiply-adds, as b1892's own
- * AVX builds compute them, within float rounding of the reference.
+ * Exceptions, for training: a mul_mat marked MUL_MAT_ORDER_ANY (F32 x F32, at
+ * least 32 x 32 x 32) and out_prod run on the tiled SIMD kernels of
+ * cpu_gemm.h when the CPU has them: float chains of fused multiply-adds,
+ * within float rounding of the reference order.
  */
 #include <string.h>
 
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_ops.h"
-#include "core/fp16.h"
 #include "quant/quant.h"
 
 typedef void (*cpu_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
-
-static void cpu_vec_dot_f32(int64_t n, float *s, const void *x, const void *y) {
-    const float *a = x, *b = y;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(a[i] * b[i]);
-    *s = (float)sum;
-}
-
-/* products of two halves are exact in float */
-static void cpu_vec_dot_f16(int64_t n, float *s, const void *x, const void *y) {
-    const fp16_t *a = x, *b = y;
-    double sum = 0.0;
-    for (int64_t i = 0; i < n; i++) sum += (double)(fp16_to_fp32(a[i]) * fp16_to_fp32(b[i]));
-    *s = (float)sum;
-}
 
 struct cpu_dot_kind {
     cpu_vec_dot_fn vec_dot;
     enum ggml_type vec_dot_type;
 };
 
-/* vec_dot is NULL when the weight type has no dot product (yet). */
+/* The weight type's dot product from the trait table (b1892's arithmetic); vec_dot
+ * is NULL when the type has none (integer types, Q8_K). */
 static struct cpu_dot_kind cpu_dot_kind_get(enum ggml_type type) {
-    if (type == GGML_TYPE_F32) return (struct cpu_dot_kind){ cpu_vec_dot_f32, GGML_TYPE_F32 };
-    if (type == GGML_TYPE_F16) return (struct cpu_dot_kind){ cpu_vec_dot_f16, GGML_TYPE_F16 };
     const struct type_traits *tt = type_traits_get(type);
-    if (!tt || !tt->is_quantized || !tt->vec_dot || !type_traits_get(tt->vec_dot_type)) {
+    if (!tt || !tt->vec_dot || !type_traits_get(tt->vec_dot_type)) {
         return (struct cpu_dot_kind){ NULL, GGML_TYPE_F32 };
     }
     return (struct cpu_dot_kind){ tt->vec_dot, tt->vec_dot_type };
@@ -116,13 +99,14 @@ static const void *cpu_src1_col(const struct cpu_task *task, const struct tensor
 
 /* ---- mul_mat --------------------------------------------------------------------------- */
 
-/* F32 x F32 products large enough to pay for transposing the weight (the
- * sizes at which b1892 handed F32 products to BLAS) run on the tiled kernels
- * of cpu_gemm.h: the weight's slices are packed as panels W^T [k][n] in the
- * work memory (INIT), then C = W^T-panel x X column by column. */
-static bool cpu_mul_mat_tiled(const struct tensor *w, const struct tensor *x) {
-    return w->type == GGML_TYPE_F32 && x->type == GGML_TYPE_F32 && w->ne[0] >= 32 && w->ne[1] >= 32 &&
-           x->ne[1] >= 32 && cpu_gemm_f32_available();
+/* F32 x F32 products marked MUL_MAT_ORDER_ANY and large enough to pay for
+ * transposing the weight run on the tiled kernels of cpu_gemm.h: the
+ * weight's slices are packed as panels W^T [k][n] in the work memory (INIT),
+ * then C = W^T-panel x X column by column. */
+static bool cpu_mul_mat_tiled(const struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    return dst->op_params[0] == MUL_MAT_ORDER_ANY && w->type == GGML_TYPE_F32 && x->type == GGML_TYPE_F32 &&
+           w->ne[0] >= 32 && w->ne[1] >= 32 && x->ne[1] >= 32 && cpu_gemm_f32_available();
 }
 
 static void cpu_mul_mat_pack(const struct cpu_task *task, const struct tensor *w) {
@@ -162,7 +146,7 @@ static void cpu_mul_mat_tiles(const struct cpu_task *task, struct tensor *dst) {
 
 static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
-    const bool tiled = cpu_mul_mat_tiled(w, x);
+    const bool tiled = cpu_mul_mat_tiled(dst);
     if (task->phase == CPU_PHASE_INIT) {
         if (tiled) {
             cpu_mul_mat_pack(task, w);
@@ -199,7 +183,7 @@ static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
 
 static size_t cpu_mul_mat_work(const struct tensor *dst, int n_threads) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
-    if (cpu_mul_mat_tiled(w, x)) return (size_t)tensor_nelements(w) * sizeof(float);
+    if (cpu_mul_mat_tiled(dst)) return (size_t)tensor_nelements(w) * sizeof(float);
     return cpu_conv_work(w, x, n_threads);
 }
 

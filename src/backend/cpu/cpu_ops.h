@@ -27,6 +27,8 @@ struct cpu_task {
     char *wdata;               /* work memory shared by the threads (see cpu_op_desc.work_size) */
     size_t wsize;
     atomic_int *error;         /* set to a nonzero code when the data is bad (see cpu_kernel_fail) */
+    atomic_int *stop_after;    /* index of the node after which all threads stop */
+    int node;                  /* index of the node being computed */
 };
 
 typedef void (*cpu_kernel_fn)(const struct cpu_task *task, struct tensor *dst);
@@ -49,9 +51,11 @@ enum cpu_kernel_error {
     CPU_ERR_ROW_INDEX,       /* get_rows index out of range */
     CPU_ERR_EXPERT_INDEX,    /* mul_mat_id expert id out of range */
 };
+void cpu_task_stop_after(const struct cpu_task *task);
 static inline void cpu_kernel_fail(const struct cpu_task *task, enum cpu_kernel_error err) {
     int expected = CPU_ERR_NONE;
     atomic_compare_exchange_strong(task->error, &expected, (int)err);
+    cpu_task_stop_after(task);
 }
 
 /* Rows [*r0, *r1) of nr for this thread. */
