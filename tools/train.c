@@ -69,6 +69,7 @@ static void usage(FILE *f) {
             "  --eval-batches N           most batches per validation (default all windows)\n"
             "  --log-interval N           a progress line every N updates (default 10)\n"
             "  --log FILE                 tab-separated log: step, tokens, seconds, lr, loss, val_loss\n"
+            "                             (scripts/plot-loss.py draws it)\n"
             "  --checkpoint FILE          save the training state here (also on Ctrl-C)\n"
             "  --checkpoint-interval N    every N updates (default 0: only at the end)\n"
             "  --resume FILE              continue from a checkpoint (same shape and batch)\n"
@@ -268,7 +269,18 @@ static int tr_run(struct tr_options *o) {
     }
     signal(SIGINT, tr_on_sigint);
 
-    const int64_t first = train_session_step_count(s), t0 = time_us();
+    const int64_t first = train_session_step_count(s);
+    if (first == 0 && n_valid > 0 && o->eval_interval > 0) {
+        /* where the curve starts: the untrained model's validation loss */
+        float val0;
+        if (!train_session_eval(s, &val0)) {
+            rc = cli_fail(TR_CMD, "%s", error_last());
+            goto done;
+        }
+        printf("step %6d/%lld  val_loss %.4f\n", 0, (long long)p->opt.n_steps, val0);
+        if (log) fprintf(log, "0\t0\t0\t\t\t%.6f\n", val0);
+    }
+    const int64_t t0 = time_us();
     double train_seconds = 0.0, recent_loss = 0.0;
     int64_t recent_n = 0;
     float val = NAN;
