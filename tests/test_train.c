@@ -7,7 +7,8 @@
  *    thread count does not change any bit;
  *  - checkpoints refuse a session of another shape;
  *  - the written model is a llama GGUF with the expected keys, vocabulary and
- *    tensor shapes (F32, F16, and Q8_0 where the quantizer exists).
+ *    tensor shapes (F32, F16, Q8_0);
+ *  - `llamac train`: progress, log, checkpoint, resume, one-line errors.
  *
  * The corpus is tokenized line by line (train_tokenize_lines) with a
  * vocabulary learned from it by tokenizer_train, read back through the SPM
@@ -15,6 +16,7 @@
  */
 #include "test_util.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -338,6 +340,97 @@ static void test_bad_params(const struct data *d) {
     free(bad);
 }
 
+/* ---- the command line -------------------------------------------------------------------- */
+
+static int run_command(const char *cmd, char *out, size_t size) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return -1;
+    size_t n = fread(out, 1, size - 1, p);
+    out[n] = '\0';
+    const int status = pclose(p);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(text, 1, strlen(text), f) == strlen(text));
+    if (f) fclose(f);
+}
+
+static void test_cli(const struct data *d) {
+    char dir[] = "/tmp/test_train_cli_XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char train[300], valid[300], model[300], model2[300], log[300], ckpt[300], cmd[4096], out[16384];
+    snprintf(train, sizeof train, "%s/train.txt", dir);
+    snprintf(valid, sizeof valid, "%s/valid.txt", dir);
+    snprintf(model, sizeof model, "%s/model.gguf", dir);
+    snprintf(model2, sizeof model2, "%s/model2.gguf", dir);
+    snprintf(log, sizeof log, "%s/train.log", dir);
+    snprintf(ckpt, sizeof ckpt, "%s/train.ckpt", dir);
+    write_text(train, g_corpus);
+    write_text(valid, g_valid);
+    const char *shape = "--n-embd 32 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 64 --n-ctx 16 --batch 4 --steps 6 "
+                        "--warmup 2 --lr 1e-2 --seed 5 -t 2";
+    snprintf(cmd, sizeof cmd,
+             "%s/llamac train --vocab %s --train-data %s --valid-data %s %s --eval-interval 3 --log-interval 2 "
+             "--log %s --checkpoint %s --checkpoint-interval 3 -o %s 2>&1",
+             LLAMAC_BINARY_DIR, d->vocab_path, train, valid, shape, log, ckpt, model);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "data:     209 training tokens, 41 validation tokens") != NULL, "%s", out);
+    CHECK_MSG(strstr(out, "step      0/6  val_loss") != NULL, "%s", out);
+    CHECK_MSG(strstr(out, "step      3/6  loss") != NULL && strstr(out, "step      6/6  loss") != NULL, "%s", out);
+    CHECK(strstr(out, "tok/s") != NULL && strstr(out, "ETA") != NULL);
+    CHECK_MSG(strstr(out, "saved checkpoint") != NULL && strstr(out, "wrote ") != NULL, "%s", out);
+    /* the log: a header, step 0 (validation only), then every update */
+    size_t n_log = 0;
+    char *text = test_read_file(log, &n_log);
+    CHECK(text && strncmp(text, "step\ttokens\tseconds\tlr\tloss\tval_loss\n0\t0\t0\t\t\t", 41) == 0);
+    int lines = 0, with_val = 0;
+    for (char *p = text; p && *p; p++) {
+        if (*p != '\n') continue;
+        lines++;
+        with_val += p[-1] != '\t';
+    }
+    CHECK_EQ_INT(lines, 8);
+    CHECK_EQ_INT(with_val, 1 + 3); /* the header, steps 0, 3 and 6 */
+    free(text);
+    struct gguf_reader *r = gguf_open_file(model, true);
+    const char *name = NULL;
+    CHECK(r && gguf_get_str(r, "general.name", &name) && strcmp(name, "llamac model") == 0);
+    gguf_close(r);
+
+    /* resuming the finished run writes the same model without training */
+    snprintf(cmd, sizeof cmd, "%s/llamac train --vocab %s --train-data %s --valid-data %s %s --resume %s -o %s 2>&1",
+             LLAMAC_BINARY_DIR, d->vocab_path, train, valid, shape, ckpt, model2);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
+    CHECK_MSG(strstr(out, "resumed:  ") != NULL && strstr(out, "step ") == NULL, "%s", out);
+    size_t n1 = 0, n2 = 0;
+    char *m1 = test_read_file(model, &n1), *m2 = test_read_file(model2, &n2);
+    CHECK(m1 && m2 && n1 == n2 && memcmp(m1, m2, n1) == 0);
+    free(m1);
+    free(m2);
+
+    /* errors are one line */
+    snprintf(cmd, sizeof cmd, "%s/llamac train --vocab %s --train-data %s --n-embd 64 --n-ctx 16 --valid-fraction 0 --resume %s -o %s 2>&1",
+             LLAMAC_BINARY_DIR, d->vocab_path, train, ckpt, model2);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
+    CHECK_MSG(strstr(out, "llamac train: checkpoint: llamac.train.n_embd is 32, this run has 64\n") != NULL, "%s", out);
+    snprintf(cmd, sizeof cmd, "%s/llamac train --train-data %s -o %s 2>&1", LLAMAC_BINARY_DIR, train, model2);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
+    CHECK_STR_EQ(out, "llamac train: expected --vocab FILE, --train-data FILE and -o FILE (see --help)\n");
+    snprintf(cmd, sizeof cmd, "%s/llamac train --quantize q9_9 2>&1", LLAMAC_BINARY_DIR);
+    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
+    CHECK_STR_EQ(out, "llamac train: --quantize: unknown type 'q9_9'\n");
+
+    remove(train);
+    remove(valid);
+    remove(model);
+    remove(model2);
+    remove(log);
+    remove(ckpt);
+    rmdir(dir);
+}
+
 static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
     (void)level;
     (void)text;
@@ -356,6 +449,7 @@ int main(void) {
         test_resume_exact(&d);
         test_model_file(&d);
         test_bad_params(&d);
+        test_cli(&d);
     }
     data_free(&d);
     log_set_callback(NULL, NULL);

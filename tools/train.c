@@ -198,9 +198,10 @@ static void tr_format_duration(double s, char *buf, size_t size) {
 
 static volatile sig_atomic_t g_tr_interrupted;
 
+/* The first Ctrl-C finishes the update and saves the checkpoint; a second one ends the process. */
 static void tr_on_sigint(int sig) {
-    (void)sig;
     g_tr_interrupted = 1;
+    signal(sig, SIG_DFL);
 }
 
 /* Warnings (e.g. a checkpoint's changed settings) reach the user; errors come back as one line. */
