@@ -22,8 +22,9 @@ cd "$(dirname "$0")/.."
 # ---- the recipe --------------------------------------------------------------------------
 VOCAB_SIZE=4096
 N_EMBD=256 N_LAYER=4 N_HEAD=8 N_HEAD_KV=8 N_FF=768 N_CTX=128
-BATCH=16 ACCUM=1 LR=2e-3 LR_MIN=1e-4 WARMUP=100 WEIGHT_DECAY=0.1 SEED=1
-STEPS=${STEPS:-3000}
+BATCH=16 ACCUM=1 LR=2e-3 LR_MIN=1e-4 WEIGHT_DECAY=0.1 SEED=1
+STEPS=${STEPS:-2400}                          # 4.9 M tokens, 4.8 passes over the corpus
+WARMUP=$(( STEPS >= 1000 ? 100 : STEPS / 10 ))
 QUANT=q8_0
 # ------------------------------------------------------------------------------------------
 
@@ -70,8 +71,9 @@ echo "== plot"
 python3 scripts/plot-loss.py "$WORK/train.log" "$PLOT" --title "llamac train: KJV, ${N_EMBD}x${N_LAYER}, $STEPS updates"
 
 # The card: the recipe and the last logged losses.
-last_val=$(awk -F'\t' 'NR > 1 && $6 != "" { v = $6 } END { print v }' "$WORK/train.log")
-last_train=$(awk -F'\t' 'NR > 1 { n++; s[n % 100] = $5 } END { k = n < 100 ? n : 100; t = 0; for (i in s) t += s[i]; printf "%.4f", t / k }' "$WORK/train.log")
+last_val=$(awk -F'\t' 'NR > 1 && $6 != "" { v = $6 } END { printf "%.4f", v }' "$WORK/train.log")
+last_train=$(awk -F'\t' 'NR > 1 && $5 != "" { n++; s[n % 100] = $5 }
+  END { k = n < 100 ? n : 100; t = 0; for (i in s) t += s[i]; printf "%.4f", t / k }' "$WORK/train.log")
 card="${OUT%.gguf}.md"
 cat > "$card" <<EOF
 # $(basename "$OUT")
@@ -84,10 +86,10 @@ James Bible (public domain; Debian's \`bible-kjv\`, one verse per line, every
 |---|---|
 | shape | n_embd $N_EMBD, n_layer $N_LAYER, n_head $N_HEAD, n_head_kv $N_HEAD_KV, n_ff $N_FF, n_ctx $N_CTX |
 | vocabulary | $VOCAB_SIZE tokens, SentencePiece-style BPE learned by \`llamac train-tokenizer\` |
-| training | $STEPS updates of $BATCH x $ACCUM sequences of $N_CTX tokens, AdamW (0.9, 0.95), lr $LR -> $LR_MIN (warm-up $WARMUP, cosine), weight decay $WEIGHT_DECAY, seed $SEED |
+| training | $STEPS updates of $((BATCH * ACCUM)) sequences of $N_CTX tokens ($(( STEPS * BATCH * ACCUM * N_CTX )) tokens), AdamW (0.9, 0.95), lr $LR -> $LR_MIN (warm-up $WARMUP, cosine), weight decay $WEIGHT_DECAY, seed $SEED |
 | weights | $QUANT ($(du -k "$OUT" | cut -f1) KiB) |
 | final loss | train $last_train (mean of the last 100 updates), validation $last_val (nats per token) |
-| time | about $minutes minutes with $THREADS threads |
+| time | about $minutes min with $THREADS threads |
 
 Reproduce: \`scripts/train-default-model.sh\` (the loss curve: \`$PLOT\`).
 EOF
