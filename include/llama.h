@@ -695,6 +695,15 @@ extern "C" {
 
     LLAMA_API void llama_dump_timing_info_yaml(FILE * stream, const struct llama_context * ctx);
 
+    /*
+     * llamac extensions (not in b1892; the same names as later llama.cpp)
+     */
+
+    /* Polled while a decode computes; returning true stops it (llama_decode
+     * then returns a negative code and the context stays usable). */
+    typedef bool (*ggml_abort_callback)(void * data);
+    LLAMA_API void llama_set_abort_callback(struct llama_context * ctx, ggml_abort_callback abort_callback, void * abort_callback_data);
+
 #ifdef __cplusplus
 }
 #endif

@@ -98,7 +98,7 @@ static inline const char *test_shared_path(const char *rel) {
 static inline const char *test_require_shared(const char *rel) {
     const char *p = test_shared_path(rel);
     if (!p) {
-        char why[512];
+        char why[600];
         snprintf(why, sizeof why, "shared file '%s' not found (set LLAMAC_SHARED)", rel);
         test_skip(why);
     }

@@ -11,9 +11,11 @@ int cmd_grammar(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_train_tokenizer(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
+    { "run", cmd_run, "generate text from a prompt" },
     { "info", cmd_info, "print a GGUF file's metadata and tensor table" },
     { "grammar", cmd_grammar, "check a GBNF grammar and print its rules" },
     { "train", cmd_train, "train a LLaMA model from scratch on a text corpus (CPU)" },

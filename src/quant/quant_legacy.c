@@ -252,20 +252,41 @@ void quant_q8_1_dequantize(const void *vx, float *y, int64_t n) {
 
 /* ---- dot products ------------------------------------------------------------ */
 
+/*
+ * b1892's x86 (AVX2) dot products for the 32-element blocks: per block the
+ * integer products are summed in 8 lanes of 4 consecutive elements, each lane
+ * is converted to float and fused into its own accumulator with the block's
+ * scale d_x*d_y; at the end hsum_float_8 adds lane k onto k+4, then
+ * (l0+l2)+(l1+l3). Following that order keeps the logits bit-exact.
+ */
+static float hsum_lanes8(const float acc[8]) {
+    float r[4];
+    for (int k = 0; k < 4; k++) r[k] = acc[k] + acc[k + 4];
+    return (r[0] + r[2]) + (r[1] + r[3]);
+}
+
+/* q[0..32) times y's quants, in the 8 lanes above, fused with scale d into acc. */
+static void block_lanes_fma(float acc[8], const int8_t *q, const int8_t *y, float d) {
+    for (int k = 0; k < 8; k++) {
+        int32_t lane = 0;
+        for (int j = 4 * k; j < 4 * k + 4; j++) lane += q[j] * y[j];
+        acc[k] = fmaf(d, (float)lane, acc[k]);
+    }
+}
+
 void quant_q4_0_dot_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
-    float sum = 0.0f;
+    float acc[8] = { 0 };
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        int sumi = 0;
+        int8_t q[QK8_0]; /* low nibbles are elements 0..15, high nibbles 16..31 */
         for (int j = 0; j < QK8_0 / 2; j++) {
-            const int v0 = (x[i].qs[j] & 0x0F) - 8;
-            const int v1 = (x[i].qs[j] >> 4) - 8;
-            sumi += v0 * y[i].qs[j] + v1 * y[i].qs[j + QK8_0 / 2];
+            q[j] = (int8_t)((x[i].qs[j] & 0x0F) - 8);
+            q[j + QK8_0 / 2] = (int8_t)((x[i].qs[j] >> 4) - 8);
         }
-        sum += (float)sumi * fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d);
+        block_lanes_fma(acc, q, y[i].qs, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
     }
-    *s = sum;
+    *s = hsum_lanes8(acc);
 }
 
 void quant_q4_1_dot_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
@@ -315,13 +336,11 @@ void quant_q5_1_dot_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
 void quant_q8_0_dot_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_0 *x = vx;
     const block_q8_0 *y = vy;
-    float sum = 0.0f;
+    float acc[8] = { 0 };
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        int sumi = 0;
-        for (int j = 0; j < QK8_0; j++) sumi += x[i].qs[j] * y[i].qs[j];
-        sum += (float)sumi * (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+        block_lanes_fma(acc, x[i].qs, y[i].qs, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
     }
-    *s = sum;
+    *s = hsum_lanes8(acc);
 }
 
 /* ---- histogram --------------------------------------------------------------- */

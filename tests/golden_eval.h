@@ -1,0 +1,139 @@
+/*
+ * Shared by the end-to-end tests: running a model through llama.h the way the
+ * golden data was recorded (../shared/golden/README.md) and comparing.
+ */
+#ifndef LLAMAC_TEST_GOLDEN_EVAL_H
+#define LLAMAC_TEST_GOLDEN_EVAL_H
+
+#include <cjson/cJSON.h>
+#include <float.h>
+
+#include "llama.h"
+#include "test_util.h"
+
+/* The recording's context: defaults with seed 1234, n_ctx 256, n_batch 256, given threads. */
+static inline struct llama_context *golden_context(struct llama_model *model, int n_threads, bool embedding) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.seed = 1234;
+    cp.n_ctx = 256;
+    cp.n_batch = 256;
+    cp.n_threads = cp.n_threads_batch = (uint32_t)n_threads;
+    cp.embedding = embedding;
+    return llama_new_context_with_model(model, cp);
+}
+
+static inline cJSON *golden_load(const char *rel) {
+    const char *path = test_require_shared(rel);
+    char *text = test_read_file(path, NULL);
+    cJSON *json = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!json) {
+        fprintf(stderr, "cannot parse %s\n", path);
+        exit(1);
+    }
+    return json;
+}
+
+static inline int golden_int_array(const cJSON *arr, int32_t *out, int cap) {
+    int n = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, arr) {
+        if (n < cap) out[n] = (int32_t)it->valuedouble;
+        n++;
+    }
+    return n;
+}
+
+/* Largest |ours - theirs| over a row of logits. */
+static inline double golden_row_diff(const float *ours, const cJSON *row, int n_vocab) {
+    double worst = 0;
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, row) {
+        if (i >= n_vocab) break;
+        double d = fabs((double)ours[i] - it->valuedouble);
+        if (!(d <= worst)) worst = d; /* NaN counts as worst */
+        i++;
+    }
+    return worst;
+}
+
+static inline llama_token golden_argmax(const float *logits, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++) {
+        if (logits[i] > logits[best]) best = i;
+    }
+    return best;
+}
+
+/* How a prompt is fed. */
+enum golden_feed { FEED_ONE_BATCH, FEED_TOKEN_BY_TOKEN, FEED_BATCHES_OF_7 };
+
+struct golden_result {
+    double max_prompt_diff;  /* over every position's logits */
+    double max_greedy_diff;  /* over the top-5 logits of every greedy step */
+    int greedy_mismatch;     /* first greedy step whose token differs, -1 if none */
+    int n_greedy;
+};
+
+/* Decodes the prompt (logits for every position), compares, then generates
+ * greedily n steps, each token decoded alone, comparing tokens and top-5 logits. */
+static inline bool golden_run_prompt(struct llama_context *ctx, const cJSON *prompt, enum golden_feed feed,
+                                     struct golden_result *res) {
+    const struct llama_model *model = llama_get_model(ctx);
+    const int n_vocab = llama_n_vocab(model);
+    int32_t tokens[512];
+    const int n = golden_int_array(cJSON_GetObjectItem(prompt, "tokens"), tokens, 512);
+    const cJSON *logits = cJSON_GetObjectItem(prompt, "logits");
+    memset(res, 0, sizeof *res);
+    res->greedy_mismatch = -1;
+    llama_kv_cache_clear(ctx);
+
+    struct llama_batch batch = llama_batch_init(n, 0, 1);
+    int step = feed == FEED_ONE_BATCH ? n : feed == FEED_TOKEN_BY_TOKEN ? 1 : 7;
+    for (int start = 0; start < n; start += step) {
+        int m = n - start < step ? n - start : step;
+        batch.n_tokens = m;
+        for (int i = 0; i < m; i++) {
+            batch.token[i] = tokens[start + i];
+            batch.pos[i] = start + i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = 1;
+        }
+        if (llama_decode(ctx, batch) != 0) {
+            llama_batch_free(batch);
+            return false;
+        }
+        for (int i = 0; i < m; i++) {
+            double d = golden_row_diff(llama_get_logits_ith(ctx, i), cJSON_GetArrayItem(logits, start + i), n_vocab);
+            if (!(d <= res->max_prompt_diff)) res->max_prompt_diff = d;
+        }
+    }
+    llama_batch_free(batch);
+
+    const cJSON *greedy = cJSON_GetObjectItem(prompt, "greedy");
+    const cJSON *gtokens = cJSON_GetObjectItem(greedy, "tokens");
+    const cJSON *top5 = cJSON_GetObjectItem(greedy, "top5");
+    res->n_greedy = cJSON_GetArraySize(gtokens);
+    const float *cur = llama_get_logits_ith(ctx, (n - 1) % step);
+    for (int s = 0; s < res->n_greedy; s++) {
+        llama_token id = golden_argmax(cur, n_vocab);
+        const cJSON *entry;
+        cJSON_ArrayForEach(entry, cJSON_GetArrayItem(top5, s)) {
+            int tid = (int)cJSON_GetArrayItem(entry, 0)->valuedouble;
+            double d = fabs(cur[tid] - cJSON_GetArrayItem(entry, 1)->valuedouble);
+            if (!(d <= res->max_greedy_diff)) res->max_greedy_diff = d;
+        }
+        if (res->greedy_mismatch < 0 && id != (llama_token)cJSON_GetArrayItem(gtokens, s)->valuedouble) {
+            res->greedy_mismatch = s;
+        }
+        /* follow the reference's tokens so later steps stay comparable */
+        llama_token next = (llama_token)cJSON_GetArrayItem(gtokens, s)->valuedouble;
+        if (llama_decode(ctx, llama_batch_get_one(&next, 1, n + s, 0)) != 0) return false;
+        cur = llama_get_logits(ctx);
+    }
+    return true;
+}
+
+#endif

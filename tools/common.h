@@ -1,0 +1,70 @@
+/*
+ * What several `llamac` subcommands share: model/context options, loading a
+ * model and context from them, and b1892's sampling chain (common/sampling.cpp)
+ * for the generating tools.
+ */
+#ifndef LLAMAC_TOOLS_COMMON_H
+#define LLAMAC_TOOLS_COMMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "llama.h"
+
+/* b1892's llama_sampling_params, same defaults. */
+struct sampling_params {
+    int32_t n_prev;           /* tokens remembered for the penalties */
+    int32_t top_k;            /* <= 0: the whole vocabulary */
+    float top_p;
+    float min_p;
+    float tfs_z;
+    float typical_p;
+    float temp;               /* 0: greedy; < 0: greedy with probabilities */
+    int32_t penalty_last_n;   /* < 0: n_prev */
+    float penalty_repeat;
+    float penalty_freq;
+    float penalty_present;
+    int32_t mirostat;         /* 0 off, 1 v1, 2 v2 */
+    float mirostat_tau;
+    float mirostat_eta;
+    bool penalize_nl;
+    const char *samplers;     /* order of k f y p m t, default "kfypmt" */
+    const char *grammar;      /* GBNF text or NULL */
+    const char *cfg_negative_prompt;
+    float cfg_scale;
+};
+
+struct common_params {
+    const char *model_path;
+    const char *prompt;
+    int32_t n_predict;
+    int32_t n_ctx;
+    int32_t n_batch;
+    int32_t n_threads;
+    int32_t n_threads_batch;
+    uint32_t seed;
+    bool use_mmap;
+    bool use_mlock;
+    enum ggml_type type_k, type_v;
+    const char *lora_path;      /* LoRA adapter applied after loading */
+    float lora_scale;
+    const char *lora_base_path; /* higher-precision model the adapter is added to */
+    struct sampling_params sampling;
+};
+
+void common_params_default(struct common_params *p);
+
+/* Parses the option at argv[*i] if it is a common one, advancing *i past its
+ * value. Returns 1 if consumed, 0 if not a common option, -1 on a bad value
+ * (message printed as "llamac CMD: ..."). */
+int common_parse_option(const char *cmd, int argc, char **argv, int *i, struct common_params *p);
+/* Help text for the common options. */
+void common_print_options(void);
+
+/* Loads the model and creates a context from p; prints one error line and returns false on failure. */
+bool common_init(const char *cmd, const struct common_params *p, struct llama_model **model, struct llama_context **ctx);
+
+/* Tokenizes text into a malloc'ed array; NULL (with a message) on failure. */
+llama_token *common_tokenize(const struct llama_model *model, const char *text, bool add_bos, bool special, int32_t *n_out);
+
+#endif

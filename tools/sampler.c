@@ -1,0 +1,108 @@
+#include "sampler.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct sampler {
+    struct sampling_params params;
+    const struct llama_model *model;
+    int32_t n_vocab;
+    llama_token *prev;        /* n_prev most recent tokens, oldest first */
+    llama_token_data *cand;   /* n_vocab candidates, rebuilt per token */
+    float mirostat_mu;
+};
+
+struct sampler *sampler_new(const struct sampling_params *params, const struct llama_model *model) {
+    struct sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->params = *params;
+    if (s->params.n_prev < 1) s->params.n_prev = 1;
+    s->model = model;
+    s->n_vocab = llama_n_vocab(model);
+    s->prev = calloc((size_t)s->params.n_prev, sizeof *s->prev); /* b1892 starts from n_prev zeros */
+    s->cand = malloc((size_t)s->n_vocab * sizeof *s->cand);
+    /* b1892's common starts mirostat at mu = 0 (it never sets 2 * tau) */
+    s->mirostat_mu = 0.0f;
+    if (!s->prev || !s->cand) {
+        sampler_free(s);
+        fprintf(stderr, "llamac: out of memory creating the sampler\n");
+        return NULL;
+    }
+    return s;
+}
+
+void sampler_free(struct sampler *s) {
+    if (!s) return;
+    free(s->prev);
+    free(s->cand);
+    free(s);
+}
+
+static void apply_sampler(struct llama_context *ctx, llama_token_data_array *cur, char which,
+                          const struct sampling_params *p, int32_t n_vocab) {
+    const size_t min_keep = 1;
+    switch (which) {
+    case 'k': llama_sample_top_k(ctx, cur, p->top_k <= 0 ? n_vocab : p->top_k, min_keep); break;
+    case 'f': llama_sample_tail_free(ctx, cur, p->tfs_z, min_keep); break;
+    case 'y': llama_sample_typical(ctx, cur, p->typical_p, min_keep); break;
+    case 'p': llama_sample_top_p(ctx, cur, p->top_p, min_keep); break;
+    case 'm': llama_sample_min_p(ctx, cur, p->min_p, min_keep); break;
+    case 't': llama_sample_temp(ctx, cur, p->temp); break;
+    default: break;
+    }
+}
+
+llama_token sampler_sample(struct sampler *s, struct llama_context *ctx, struct llama_context *ctx_cfg, int32_t idx) {
+    const struct sampling_params *p = &s->params;
+    float *logits = llama_get_logits_ith(ctx, idx);
+    if (!logits) return -1;
+    if (ctx_cfg && p->cfg_scale > 1.0f) {
+        float *guidance = llama_get_logits_ith(ctx_cfg, idx);
+        if (guidance) llama_sample_apply_guidance(ctx, logits, guidance, p->cfg_scale);
+    }
+    for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (llama_token_data){ i, logits[i], 0.0f };
+    llama_token_data_array cur = { s->cand, (size_t)s->n_vocab, false };
+
+    const int32_t last_n = p->penalty_last_n < 0 ? p->n_prev : p->penalty_last_n;
+    const int32_t n_pen = last_n < p->n_prev ? last_n : p->n_prev;
+    if (n_pen > 0) {
+        const llama_token nl = llama_token_nl(s->model);
+        const float nl_logit = nl >= 0 && nl < s->n_vocab ? logits[nl] : 0.0f;
+        llama_sample_repetition_penalties(ctx, &cur, s->prev + p->n_prev - n_pen, (size_t)n_pen, p->penalty_repeat,
+                                          p->penalty_freq, p->penalty_present);
+        if (!p->penalize_nl) {
+            for (size_t i = 0; i < cur.size; i++) {
+                if (cur.data[i].id == nl) {
+                    cur.data[i].logit = nl_logit;
+                    break;
+                }
+            }
+        }
+    }
+
+    if (p->temp < 0.0f) {
+        llama_sample_softmax(ctx, &cur);
+        return cur.data[0].id;
+    }
+    if (p->temp == 0.0f) return llama_sample_token_greedy(ctx, &cur);
+    if (p->mirostat == 1) {
+        llama_sample_temp(ctx, &cur, p->temp);
+        return llama_sample_token_mirostat(ctx, &cur, p->mirostat_tau, p->mirostat_eta, 100, &s->mirostat_mu);
+    }
+    if (p->mirostat == 2) {
+        llama_sample_temp(ctx, &cur, p->temp);
+        return llama_sample_token_mirostat_v2(ctx, &cur, p->mirostat_tau, p->mirostat_eta, &s->mirostat_mu);
+    }
+    for (const char *c = p->samplers; *c; c++) apply_sampler(ctx, &cur, *c, p, s->n_vocab);
+    return llama_sample_token(ctx, &cur);
+}
+
+void sampler_accept(struct sampler *s, struct llama_context *ctx, llama_token id, bool apply_grammar) {
+    (void)ctx;
+    (void)apply_grammar;
+    memmove(s->prev, s->prev + 1, (size_t)(s->params.n_prev - 1) * sizeof *s->prev);
+    s->prev[s->params.n_prev - 1] = id;
+}
