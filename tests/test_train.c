@@ -2,6 +2,8 @@
  * Training (src/train/trainer.h) end to end on a tiny built-in corpus:
  *  - the loss falls: 60 updates take the mean training loss from about
  *    ln(n_vocab) to below TRAIN_LOSS_TARGET, and the validation loss falls too;
+ *  - llama.h loads the written model, its loss on the validation windows is
+ *    the training graph's, and its greedy continuation uses corpus words;
  *  - a run interrupted by a checkpoint and resumed in a new session continues
  *    bit for bit (same losses, same weights) as the uninterrupted run, and the
  *    thread count does not change any bit;
@@ -21,6 +23,7 @@
 
 #include "core/log.h"
 #include "gguf/gguf.h"
+#include "llama.h"
 #include "quant/quant.h"
 #include "train/tokenizer_train.h"
 #include "train/train_data.h"
@@ -109,6 +112,111 @@ static void params_tiny(struct train_params *p, const struct data *d) {
     p->opt.n_steps = 60;
 }
 
+/* ---- the trained file through llama.h -------------------------------------------------- */
+
+/* Loads the session's model (written as F32) with llama.h: its loss on the
+ * session's validation windows equals the training graph's, and greedy
+ * generation continues a prompt with words of the corpus. */
+static void check_llama_h(const struct data *d, const struct train_session *s, float val_loss) {
+    char path[256];
+    snprintf(path, sizeof path, "test_train_llama_%d.gguf", (int)getpid());
+    struct gguf_reader *vr = gguf_open_file(d->vocab_path, true);
+    CHECK(vr && train_session_write_model(s, vr, "tiny", GGML_TYPE_F32, path));
+    gguf_close(vr);
+    const struct train_hparams *hp = &train_session_model(s)->hp;
+    llama_backend_init(false);
+    struct llama_model *model = llama_load_model_from_file(path, llama_model_default_params());
+    CHECK_MSG(model != NULL, "llama.h cannot load the trained model");
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = (uint32_t)hp->n_ctx;
+    cp.n_batch = (uint32_t)hp->n_ctx;
+    cp.n_threads = cp.n_threads_batch = 2;
+    cp.seed = 1;
+    struct llama_context *ctx = model ? llama_new_context_with_model(model, cp) : NULL;
+    CHECK(ctx != NULL);
+    if (!ctx) {
+        llama_free_model(model);
+        remove(path);
+        return;
+    }
+    CHECK_EQ_INT(llama_n_ctx_train(model), hp->n_ctx);
+    CHECK_EQ_INT(llama_n_vocab(model), hp->n_vocab);
+
+    /* the validation windows of train_session_eval: BOS, then n_ctx - 1 tokens */
+    const int64_t n_windows = train_session_eval_windows(s);
+    const size_t last = d->n_valid - (size_t)hp->n_ctx;
+    struct llama_batch batch = llama_batch_init(hp->n_ctx, 0, 1);
+    double nll = 0.0;
+    for (int64_t w = 0; w < n_windows; w++) {
+        const size_t start = n_windows > 1 ? last * (size_t)w / (size_t)(n_windows - 1) : 0;
+        llama_kv_cache_clear(ctx);
+        batch.n_tokens = hp->n_ctx;
+        for (int i = 0; i < hp->n_ctx; i++) {
+            batch.token[i] = i == 0 ? llama_token_bos(model) : d->valid[start + (size_t)i - 1];
+            batch.pos[i] = i;
+            batch.n_seq_id[i] = 1;
+            batch.seq_id[i][0] = 0;
+            batch.logits[i] = 1;
+        }
+        CHECK(llama_decode(ctx, batch) == 0);
+        for (int i = 0; i < hp->n_ctx; i++) {
+            const float *logits = llama_get_logits_ith(ctx, i);
+            double max = -INFINITY, sum = 0.0;
+            for (int v = 0; v < hp->n_vocab; v++) max = logits[v] > max ? logits[v] : max;
+            for (int v = 0; v < hp->n_vocab; v++) sum += exp(logits[v] - max);
+            nll -= logits[d->valid[start + (size_t)i]] - max - log(sum);
+        }
+    }
+    const double loss = nll / (double)(n_windows * hp->n_ctx);
+    printf("  llama.h on the trained file: validation loss %.5f (training graph %.5f)\n", loss, val_loss);
+    CHECK_NEAR(loss, val_loss, 1e-3);
+
+    /* greedy continuation: only words of the corpus */
+    llama_kv_cache_clear(ctx);
+    int32_t prompt[16];
+    const int32_t n_prompt = llama_tokenize(model, "the cat", 7, prompt, 16, true, false);
+    CHECK(n_prompt > 1);
+    batch.n_tokens = n_prompt;
+    for (int i = 0; i < n_prompt; i++) {
+        batch.token[i] = prompt[i];
+        batch.pos[i] = i;
+        batch.n_seq_id[i] = 1;
+        batch.seq_id[i][0] = 0;
+        batch.logits[i] = i == n_prompt - 1;
+    }
+    char text[512] = "the cat";
+    size_t len = strlen(text);
+    for (int pos = n_prompt; pos < hp->n_ctx && llama_decode(ctx, batch) == 0; pos++) {
+        const float *logits = llama_get_logits_ith(ctx, batch.n_tokens - 1);
+        int32_t best = 0;
+        for (int v = 1; v < hp->n_vocab; v++) best = logits[v] > logits[best] ? v : best;
+        char piece[64];
+        const int32_t n = llama_token_to_piece(model, best, piece, sizeof piece);
+        if (n > 0 && len + (size_t)n < sizeof text) {
+            memcpy(text + len, piece, (size_t)n);
+            len += (size_t)n;
+            text[len] = '\0';
+        }
+        batch.n_tokens = 1;
+        batch.token[0] = best;
+        batch.pos[0] = pos;
+        batch.logits[0] = 1;
+    }
+    printf("  greedy: \"%s\"\n", text);
+    int unknown = 0;
+    for (char *word = strtok(text, " .\n"); word; word = strtok(NULL, " .\n")) {
+        char padded[80];
+        snprintf(padded, sizeof padded, " %s", word);
+        unknown += strstr(g_corpus, padded) == NULL && strncmp(g_corpus, word, strlen(word)) != 0;
+    }
+    CHECK_MSG(unknown == 0, "%d generated words are not in the corpus", unknown);
+    llama_batch_free(batch);
+    llama_free(ctx);
+    llama_free_model(model);
+    llama_backend_free();
+    remove(path);
+}
+
 /* ---- the loss falls --------------------------------------------------------------- */
 
 static void test_loss_falls(const struct data *d) {
@@ -127,6 +235,7 @@ static void test_loss_falls(const struct data *d) {
     CHECK(train_session_eval(s, &val1));
     printf("  loss %.4f -> %.4f (ln(n_vocab) = %.4f), validation %.4f -> %.4f\n", first.loss, info.loss,
            log((double)p.hp.n_vocab), val0, val1);
+    check_llama_h(d, s, val1);
     CHECK_NEAR(first.loss, log((double)p.hp.n_vocab), 0.3);
     CHECK_MSG(info.loss < TRAIN_LOSS_TARGET, "final training loss %.4f", info.loss);
     CHECK_MSG(val1 < val0 - 1.5f, "validation loss %.4f -> %.4f", val0, val1);
