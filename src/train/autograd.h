@@ -32,6 +32,7 @@
  *   rms_norm      da = rms_norm_back(a, G)
  *   mul_mat       da = out_prod(b, G) (summed over broadcast slices),
  *                 db = out_prod(a, G^T), or mul_mat(a^T, G) when a broadcasts
+ *                 (with the forward product's summation order)
  *   rope          da = rope_back(G) (the inverse rotation)
  *   soft_max      da = scale * soft_max_back(G, y) (the mask gets no gradient)
  *   diag_mask_inf da = diag_mask_zero(G)

@@ -20,7 +20,9 @@
  * The training graph computes, for n_batch sequences of n_ctx tokens at
  * once, the same function as b1892's llama graph (RoPE mode 0 with theta
  * base rope_freq_base, softmax of K^T Q / sqrt(head_dim) with a causal mask,
- * silu(gate) * up), then the mean cross-entropy against the next tokens.
+ * silu(gate) * up), then the mean cross-entropy against the next tokens. Its
+ * products are marked MUL_MAT_ORDER_ANY (fast tiled kernels), so its values
+ * differ from llama.h's on the written file by float rounding only.
  */
 #ifndef LLAMAC_TRAIN_TRAIN_MODEL_H
 #define LLAMAC_TRAIN_TRAIN_MODEL_H

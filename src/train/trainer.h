@@ -52,9 +52,9 @@ void train_params_default(struct train_params *p);
 struct train_session;
 
 /* Tokens are the caller's and must outlive the session; bos < 0: no BOS.
- * NULL (error_set) on bad parameters, too little data for one window (train)
- * or one batch of windows (valid; n_valid may be 0 for no validation), or
- * out of memory. The weights start from the seed's initialisation. */
+ * NULL (error_set) on bad parameters, fewer tokens than one window in the
+ * training or validation data (n_valid may be 0: no validation), or out of
+ * memory. The weights start from the seed's initialisation. */
 struct train_session *train_session_new(const struct train_params *p, const int32_t *train_tokens, size_t n_train,
                                         const int32_t *valid_tokens, size_t n_valid, int32_t bos);
 void train_session_free(struct train_session *s);
