@@ -58,7 +58,8 @@ static void usage(FILE *f) {
             "  --accum N                  micro-batches per update (default %d)\n"
             "  --steps N                  updates (default %lld)\n"
             "  --lr F, --lr-min F         peak and final learning rate (default %g, %g)\n"
-            "  --warmup N                 linear warm-up updates (default %lld), then cosine decay\n"
+            "  --warmup N                 linear warm-up updates (default %lld, at most a tenth of\n"
+            "                             --steps), then cosine decay\n"
             "  --weight-decay F           AdamW decay of the matrices (default %g)\n"
             "  --beta1 F --beta2 F        (default %g, %g)\n"
             "  --grad-clip F              clip the gradient's global norm (default %g; 0: off)\n"
@@ -93,6 +94,7 @@ static bool tr_parse_type(const char *s, enum ggml_type *out) {
 /* Parses argv into o; returns -1 to go on, else the exit status. */
 static int tr_parse(int argc, char **argv, struct tr_options *o) {
     struct train_params *p = &o->p;
+    bool warmup_given = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -130,6 +132,7 @@ static int tr_parse(int argc, char **argv, struct tr_options *o) {
         TR_INT("--steps", p->opt.n_steps, 1, INT64_MAX / 2)
         TR_FLOAT("--lr", p->opt.lr)
         TR_FLOAT("--lr-min", p->opt.lr_min)
+        if (strcmp(a, "--warmup") == 0) warmup_given = true;
         TR_INT("--warmup", p->opt.warmup, 0, INT64_MAX / 2)
         TR_FLOAT("--weight-decay", p->opt.weight_decay)
         TR_FLOAT("--beta1", p->opt.beta1)
@@ -173,6 +176,8 @@ static int tr_parse(int argc, char **argv, struct tr_options *o) {
     if (!o->vocab_path || !o->train_path || !o->out_path) {
         return cli_fail(TR_CMD, "expected --vocab FILE, --train-data FILE and -o FILE (see --help)");
     }
+    /* a short run without --warmup warms up for a tenth of it */
+    if (!warmup_given && p->opt.warmup > p->opt.n_steps / 10) p->opt.warmup = p->opt.n_steps / 10;
     return -1;
 }
 

@@ -10,7 +10,7 @@
 
 void train_opt_params_default(struct train_opt_params *p) {
     *p = (struct train_opt_params){
-        .lr = 1e-3f,
+        .lr = 2e-3f,
         .lr_min = 1e-4f,
         .warmup = 100,
         .n_steps = 1000,

@@ -50,7 +50,7 @@ void train_params_default(struct train_params *p) {
     memset(p, 0, sizeof *p);
     train_hparams_default(&p->hp);
     train_opt_params_default(&p->opt);
-    p->n_batch = 8;
+    p->n_batch = 16;
     p->n_accum = 1;
     p->seed = 1;
     p->n_threads = 1;
