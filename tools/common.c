@@ -173,6 +173,8 @@ bool common_init(const char *cmd, const struct common_params *p, struct llama_mo
     cp.seed = p->seed;
     cp.type_k = p->type_k;
     cp.type_v = p->type_v;
+    cp.logits_all = p->logits_all;
+    cp.embedding = p->embedding;
     *ctx = llama_new_context_with_model(*model, cp);
     if (!*ctx) {
         cli_fail(cmd, "cannot create a context for '%s'", p->model_path);
@@ -205,4 +207,42 @@ llama_token *common_tokenize(const struct llama_model *model, const char *text, 
     }
     *n_out = n;
     return tokens;
+}
+
+bool common_should_add_bos(const struct llama_model *model) {
+    const int32_t add_bos = llama_add_bos_token(model);
+    return add_bos != -1 ? add_bos != 0 : llama_vocab_type(model) == LLAMA_VOCAB_TYPE_SPM;
+}
+
+char *common_read_prompt_file(const char *cmd, const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        cli_fail(cmd, "cannot open '%s'", path);
+        return NULL;
+    }
+    size_t cap = 4096, len = 0, n;
+    char *buf = malloc(cap);
+    while (buf && (n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
+        len += n;
+        if (cap - len < 2) {
+            char *bigger = cap < SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+            if (!bigger) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+    }
+    const bool read_error = ferror(f) != 0;
+    fclose(f);
+    if (!buf || read_error) {
+        free(buf);
+        cli_fail(cmd, "cannot read '%s'", path);
+        return NULL;
+    }
+    if (len > 0 && buf[len - 1] == '\n') len--;
+    buf[len] = '\0';
+    return buf;
 }
