@@ -30,8 +30,8 @@
 #include "api/eval.h"
 #include "cli.h"
 #include "common.h"
-#include "perplexity.h"
 #include "core/timer.h"
+#include "perplexity.h"
 #include "sample/rng.h"
 
 #define HELLASWAG_LINES_PER_TASK 6
