@@ -152,6 +152,43 @@ static void check_stories_cli(const cJSON *golden, const char *text_path) {
     }
 }
 
+/* Chunks decoded in several batches give the same numbers; --ppl-output-type 1's lines. */
+static void check_stories_cli_variants(const cJSON *golden, const char *text_path) {
+    const cJSON *variant = cJSON_GetArrayItem(cJSON_GetObjectItem(golden, "variants"), 0);
+    const char *model = test_require_shared("models/stories260K.gguf");
+    const cJSON *lines = cJSON_GetObjectItem(cJSON_GetObjectItem(variant, "perplexity_tool_stdout"), "128");
+    char cmd[1024], want[1024];
+    snprintf(want, sizeof want, "%s\n%s\n", cJSON_GetArrayItem(lines, 0)->valuestring,
+             cJSON_GetArrayItem(lines, 1)->valuestring);
+    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' -c 128 -b 48 -t 2 2>/dev/null",
+             LLAMAC_BINARY_DIR, model, text_path);
+    int status;
+    char *out = run_capture(cmd, &status);
+    CHECK_MSG(status == 0 && out && strcmp(out, want) == 0, "-b 48:\n got: %s\nwant: %s", out ? out : "-", want);
+    free(out);
+
+    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' -c 128 --ppl-output-type 1 -t 1 2>/dev/null",
+             LLAMAC_BINARY_DIR, model, text_path);
+    out = run_capture(cmd, &status);
+    CHECK(status == 0 && out);
+    const cJSON *running = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(variant, "runs"), 0),
+                                               "running_ppl_after_each_chunk");
+    const char *line = out;
+    for (int i = 0; out && i < cJSON_GetArraySize(running); i++) {
+        int pos;
+        double ppl, mean, sd;
+        CHECK_MSG(sscanf(line, "%d %lf %lf %lf", &pos, &ppl, &mean, &sd) == 4, "line %d: %s", i, line);
+        CHECK_EQ_INT(pos, i * 128);
+        CHECK(fabs(ppl - cJSON_GetArrayItem(running, i)->valuedouble) < 6e-5);
+        CHECK(fabs(exp(mean) - ppl) < 1e-3 * ppl && (i == 0 || sd > 0));
+        line = strchr(line, '\n');
+        if (!line) break;
+        line++;
+    }
+    CHECK(out && strstr(out, "Final estimate: PPL = 3.3379 +/- 0.25871"));
+    free(out);
+}
+
 /* The single window's mean NLL through the library, to the golden file's 10 digits. */
 static void check_stories_window(const cJSON *golden, const llama_token *tokens) {
     const cJSON *variant;
@@ -560,6 +597,7 @@ int main(void) {
     llama_free_model(vocab);
 
     check_stories_cli(golden, text_file);
+    check_stories_cli_variants(golden, text_file);
     check_stories_window(golden, tokens);
     check_errors(text_file);
     check_hellaswag();
