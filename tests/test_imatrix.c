@@ -223,6 +223,10 @@ static void check_observer(const llama_token *tokens) {
     quantize_imatrix_free(im);
     remove(path);
     CHECK(!imatrix_collector_write(c, "/nonexistent-dir/x.imatrix") && strstr(error_last(), "cannot create"));
+    if (access("/dev/full", W_OK) == 0) { /* a write that fails at the end; the device itself stays */
+        CHECK(!imatrix_collector_write(c, "/dev/full") && strstr(error_last(), "cannot write"));
+        CHECK(access("/dev/full", F_OK) == 0);
+    }
     struct quantize_imatrix_record bad = { .name = "", .ncall = 1, .n_values = 1, .sums = plain };
     CHECK(!quantize_imatrix_write(path, &bad, 1) && access(path, F_OK) != 0);
     CHECK(!quantize_imatrix_write(path, &bad, 0));

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/checked.h"
 #include "core/file_map.h"
@@ -217,11 +218,12 @@ bool quantize_imatrix_write(const char *path, const struct quantize_imatrix_reco
              fwrite(&r->ncall, sizeof r->ncall, 1, f) == 1 && fwrite(&r->n_values, sizeof r->n_values, 1, f) == 1 &&
              fwrite(r->sums, sizeof *r->sums, (size_t)r->n_values, f) == (size_t)r->n_values;
     }
-    const int saved_errno = errno;
     if (fclose(f) != 0) ok = false;
     if (!ok) {
-        error_set("cannot write importance matrix '%s': %s", path, strerror(errno ? errno : saved_errno));
-        remove(path);
+        error_set("cannot write importance matrix '%s'", path);
+        /* no partial file left behind (but never remove what is not a plain file, e.g. /dev/full) */
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) remove(path);
     }
     return ok;
 }
