@@ -230,6 +230,8 @@ struct llama_context *common_context_new(const char *cmd, const struct common_pa
     cp.seed = p->seed;
     cp.type_k = p->type_k;
     cp.type_v = p->type_v;
+    cp.logits_all = p->logits_all;
+    cp.embedding = p->embedding;
     struct llama_context *ctx = llama_new_context_with_model(model, cp);
     if (!ctx) cli_fail(cmd, "cannot create a context for '%s': %s", p->model_path, error_last());
     return ctx;
@@ -284,4 +286,20 @@ char *common_read_file(const char *path) {
     if (f != stdin) fclose(f);
     if (buf) buf[n] = '\0';
     return buf;
+}
+
+bool common_should_add_bos(const struct llama_model *model) {
+    const int32_t add_bos = llama_add_bos_token(model);
+    return add_bos != -1 ? add_bos != 0 : llama_vocab_type(model) == LLAMA_VOCAB_TYPE_SPM;
+}
+
+char *common_read_prompt_file(const char *cmd, const char *path) {
+    char *text = common_read_file(path);
+    if (!text) {
+        cli_fail(cmd, "cannot read prompt file '%s'", path);
+        return NULL;
+    }
+    size_t len = strlen(text);
+    if (len > 0 && text[len - 1] == '\n') text[len - 1] = '\0';
+    return text;
 }

@@ -59,6 +59,8 @@ struct common_params {
     const char *lora_path;      /* LoRA adapter applied after loading */
     float lora_scale;
     const char *lora_base_path; /* higher-precision model the adapter is added to */
+    bool logits_all;            /* keep the logits of every batch position */
+    bool embedding;             /* keep the last position's embedding */
     struct sampling_params sampling;
 };
 
@@ -80,6 +82,14 @@ bool common_init(const char *cmd, const struct common_params *p, struct llama_mo
 
 /* A context for model from p's settings (also the guidance context); NULL with one error line. */
 struct llama_context *common_context_new(const char *cmd, const struct common_params *p, struct llama_model *model);
+
+/* Whether text for this model starts with BOS (b1892's llama_should_add_bos_token:
+ * the model's tokenizer.ggml.add_bos_token, else true for SPM vocabularies). */
+bool common_should_add_bos(const struct llama_model *model);
+
+/* The text of a prompt file as b1892's -f reads it (one trailing newline dropped);
+ * malloc'ed, NULL (with a message) on failure. */
+char *common_read_prompt_file(const char *cmd, const char *path);
 
 /* Tokenizes text into a malloc'ed array; NULL (with a message) on failure. */
 llama_token *common_tokenize(const struct llama_model *model, const char *text, bool add_bos, bool special, int32_t *n_out);

@@ -13,6 +13,9 @@ int cmd_train_tokenizer(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_perplexity(int argc, char **argv);
+int cmd_imatrix(int argc, char **argv);
+int cmd_embedding(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
@@ -23,6 +26,9 @@ static const struct cli_command g_commands[] = {
     { "train", cmd_train, "train a LLaMA model from scratch on a text corpus (CPU)" },
     { "train-tokenizer", cmd_train_tokenizer, "learn a SentencePiece-style BPE vocabulary from text" },
     { "quantize", cmd_quantize, "convert a GGUF model to another file type (Q4_0 ... Q8_0, k-quants, IQ2, F16)" },
+    { "perplexity", cmd_perplexity, "measure a model's perplexity on a text (or its HellaSwag score)" },
+    { "imatrix", cmd_imatrix, "collect an importance matrix for quantization from a text" },
+    { "embedding", cmd_embedding, "print the embedding of a prompt's last token" },
     { NULL, NULL, NULL }
 };
 

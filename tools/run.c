@@ -731,10 +731,7 @@ int run_main(const char *cmd, int argc, char **argv) {
         goto done;
     }
     if (o.prompt_file) {
-        if (!(file_prompt = common_read_file(o.prompt_file))) {
-            cli_fail(cmd, "cannot read prompt file '%s'", o.prompt_file);
-            goto done;
-        }
+        if (!(file_prompt = common_read_prompt_file(cmd, o.prompt_file))) goto done;
         o.p.prompt = file_prompt;
     }
     if (o.grammar_file) {

@@ -53,10 +53,29 @@ bool compute_alloc(struct context_compute *cc, struct graph *g) {
 }
 
 bool compute_run(struct context_compute *cc, struct graph *g, int n_threads, bool (*abort_cb)(void *data),
-                 void *abort_data) {
+                 void *abort_data, bool (*eval_cb)(struct tensor *node, bool ask, void *data), void *eval_data) {
     if (!backend_cpu_set_n_threads(cc->cpu, n_threads)) return false;
     backend_cpu_set_abort_callback(cc->cpu, abort_cb, abort_data);
-    return backend_graph_compute(cc->cpu, g);
+    if (!eval_cb) return backend_graph_compute(cc->cpu, g);
+    /* compute up to each wanted node, show it, go on: the allocator may give a
+     * node's memory to a later one, so the observer must see it in between */
+    int first = 0;
+    for (int i = 0; i < g->n_nodes; i++) {
+        struct tensor *node = g->nodes[i];
+        const bool wanted = eval_cb(node, true, eval_data);
+        if (!wanted && i + 1 < g->n_nodes) continue;
+        struct graph part = graph_view(g, first, i + 1);
+        if (!backend_graph_compute(cc->cpu, &part)) return false;
+        first = i + 1;
+        if (!wanted) continue;
+        error_clear();
+        if (!eval_cb(node, false, eval_data)) {
+            /* keep the observer's own reason when it gave one */
+            if (!error_last()[0]) error_set("the graph observer stopped the computation at '%s'", node->name);
+            return false;
+        }
+    }
+    return true;
 }
 
 size_t compute_buffer_size(const struct context_compute *cc) {

@@ -24,9 +24,12 @@ struct tensor_ctx *compute_arena(struct context_compute *cc);
 bool compute_reserve(struct context_compute *cc, struct graph *g);
 /* Places every tensor of g that has no memory yet in the compute buffer. */
 bool compute_alloc(struct context_compute *cc, struct graph *g);
-/* Runs g with n_threads; abort_cb (may be NULL) can stop it. */
+/* Runs g with n_threads; abort_cb (may be NULL) can stop it. With an
+ * observer (eval_cb, may be NULL; see context_eval_cb in context.h) the graph
+ * runs in parts that end at the nodes the observer asks for. */
 bool compute_run(struct context_compute *cc, struct graph *g, int n_threads,
-                 bool (*abort_cb)(void *data), void *abort_data);
+                 bool (*abort_cb)(void *data), void *abort_data,
+                 bool (*eval_cb)(struct tensor *node, bool ask, void *data), void *eval_data);
 
 /* Bytes of the compute buffer (for reporting). */
 size_t compute_buffer_size(const struct context_compute *cc);

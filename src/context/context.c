@@ -97,6 +97,11 @@ static bool kv_cache_init(struct llama_context *ctx) {
     return true;
 }
 
+void context_set_eval_callback(struct llama_context *ctx, context_eval_cb cb, void *data) {
+    ctx->eval_callback = cb;
+    ctx->eval_callback_data = data;
+}
+
 size_t context_kv_buf_size(const struct llama_context *ctx) {
     return ctx->kv_buf ? backend_buffer_size(ctx->kv_buf) : 0;
 }

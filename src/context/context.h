@@ -18,6 +18,15 @@
 
 struct context_compute; /* backend, allocator and graph arena (context/compute.c) */
 
+/* An observer of the graphs a context computes (what b1892 later added as
+ * cb_eval): for every node, cb(node, true, data) asks whether the observer
+ * wants it; each wanted node is passed again as cb(node, false, data) right
+ * after it was computed, when it and its sources hold their values (host
+ * memory). The graph is then computed in parts, one per wanted node, with
+ * results identical to an unobserved run. Returning false from the second
+ * call stops the decode, which fails. Used by `llamac imatrix`. */
+typedef bool (*context_eval_cb)(struct tensor *node, bool ask, void *data);
+
 /* Per-token arrays (n_batch each), allocated once, for expanding batches that
  * use the legacy all_* fields and for the list of output rows. */
 struct batch_scratch {
@@ -64,6 +73,10 @@ struct llama_context {
     bool (*abort_callback)(void *data);
     void *abort_callback_data;
 
+    /* optional: sees the nodes of every graph computed (context_eval_cb) */
+    context_eval_cb eval_callback;
+    void *eval_callback_data;
+
     /* timings (b1892's llama_timings) */
     int64_t t_start_us;
     int64_t t_load_us;
@@ -80,6 +93,9 @@ void context_free(struct llama_context *ctx);
 
 /* llama_decode: 0 ok, 1 no KV slot, < 0 invalid input or compute failure. */
 int32_t context_decode(struct llama_context *ctx, const struct llama_batch *batch);
+
+/* Sets (or with NULL removes) the context's graph observer. */
+void context_set_eval_callback(struct llama_context *ctx, context_eval_cb cb, void *data);
 
 /* Bytes of the KV buffer as b1892 reports it (the session format stores it). */
 size_t context_kv_buf_size(const struct llama_context *ctx);

@@ -117,7 +117,8 @@ static bool apply_k_shift(struct llama_context *ctx) {
     }
     int32_t *shift = sg.inp_shift->data;
     for (uint32_t i = 0; i < ctx->kv.size; i++) shift[i] = ctx->kv.cells[i].delta;
-    return compute_run(ctx->compute, sg.graph, (int)ctx->n_threads_batch, ctx->abort_callback, ctx->abort_callback_data);
+    return compute_run(ctx->compute, sg.graph, (int)ctx->n_threads_batch, ctx->abort_callback, ctx->abort_callback_data,
+                       ctx->eval_callback, ctx->eval_callback_data);
 }
 
 /* Which batch rows produce outputs: flagged rows, all (logits_all), or the last;
@@ -211,7 +212,10 @@ int32_t context_decode(struct llama_context *ctx, const struct llama_batch *batc
     kv_cells_build_mask(kv, &view, n_kv, g.inp_mask->data);
     if (g.inp_out_ids) memcpy(g.inp_out_ids->data, out_ids, n_outputs * sizeof *out_ids);
 
-    if (!compute_run(ctx->compute, g.graph, n_threads, ctx->abort_callback, ctx->abort_callback_data)) goto fail;
+    if (!compute_run(ctx->compute, g.graph, n_threads, ctx->abort_callback, ctx->abort_callback_data,
+                     ctx->eval_callback, ctx->eval_callback_data)) {
+        goto fail;
+    }
 
     store_outputs(ctx, &b, &g, out_ids, n_outputs);
     kv_cells_commit(kv, n_tokens);

@@ -63,6 +63,46 @@ void quantize_imatrix_keep_only(struct quantize_imatrix *im, const char *const *
 /* True when `p` was made by quantize_imatrix_load (params->imatrix is a void *). */
 bool quantize_imatrix_is_valid(const void *p);
 
+/* One entry as the file stores it: per input column of a weight matrix, the
+ * sum of the squared activations over `ncall` matrix products. */
+struct quantize_imatrix_record {
+    const char *name;
+    int32_t ncall;
+    int32_t n_values;
+    const float *sums;
+};
+
+/* Writes records in the format above (nothing after the last entry, as b1892's
+ * imatrix tool of this version). At least one record; names 1 to INT32_MAX
+ * bytes without NUL. False with error_set() on bad records or an I/O error,
+ * and then no file is left at `path`. */
+bool quantize_imatrix_write(const char *path, const struct quantize_imatrix_record *records, size_t n);
+
+/* ---- collecting an importance matrix ---------------------------------------------
+ * What b1892's `imatrix` tool gathers while a model runs over text, observing
+ * the context's graphs (context_set_eval_callback): for every matrix product
+ * whose weight's name starts with "blk." (and "output.weight" when
+ * collect_output), the sum over the product's rows of each input column
+ * squared (float, row after row), and the number of products seen. Products
+ * of fewer than 16 rows (token-by-token generation) or with non-F32 inputs are
+ * skipped. For an expert product (MUL_MAT_ID) every expert that at least one
+ * row uses receives the whole input, in expert order, as b1892's ggml did. */
+
+struct imatrix_collector;
+struct tensor;
+
+struct imatrix_collector *imatrix_collector_new(bool collect_output);
+void imatrix_collector_free(struct imatrix_collector *c);
+/* The observer to pass to context_set_eval_callback, with the collector as data.
+ * Fails (error_set) when a matrix shows up with another input width. */
+bool imatrix_collector_observe(struct tensor *node, bool ask, void *collector);
+/* Matrices seen so far, and the largest product count among them (b1892's
+ * "chunks" when each chunk is decoded in one batch). */
+size_t imatrix_collector_count(const struct imatrix_collector *c);
+int32_t imatrix_collector_ncall(const struct imatrix_collector *c);
+/* quantize_imatrix_write of everything collected, in the order first seen. */
+bool imatrix_collector_write(const struct imatrix_collector *c, const char *path);
+
 /* ---- the type mix ---------------------------------------------------------------
  * b1892's llama_tensor_get_type (get_k_quant_type): the type of one
  * quantizable tensor for a file type, given the model and the tensors seen so

@@ -1,8 +1,11 @@
 /* Importance matrices in b1892's binary file format (see quantize.h). */
 #include "quantize.h"
 
+#include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "core/checked.h"
 #include "core/file_map.h"
@@ -183,4 +186,44 @@ void quantize_imatrix_keep_only(struct quantize_imatrix *im, const char *const *
         for (size_t j = 0; j < n_parts && !keep; j++) keep = strstr(im->entries[i].name, parts[j]) != NULL;
         if (!keep) imatrix_remove(im, i);
     }
+}
+
+static bool imatrix_record_valid(const struct quantize_imatrix_record *r) {
+    return r->name && r->name[0] && strlen(r->name) <= INT32_MAX && r->n_values >= 1 && r->sums;
+}
+
+bool quantize_imatrix_write(const char *path, const struct quantize_imatrix_record *records, size_t n) {
+    if (n < 1 || n > INT32_MAX) {
+        error_set("importance matrix '%s': %zu entries (1 to %d can be written)", path, n, INT32_MAX);
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!imatrix_record_valid(&records[i])) {
+            error_set("importance matrix '%s': entry %zu has no name or no values", path, i);
+            return false;
+        }
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        error_set("cannot create importance matrix '%s': %s", path, strerror(errno));
+        return false;
+    }
+    /* the layout is described in quantize.h; little-endian like every supported host */
+    const int32_t n_entries = (int32_t)n;
+    bool ok = fwrite(&n_entries, sizeof n_entries, 1, f) == 1;
+    for (size_t i = 0; ok && i < n; i++) {
+        const struct quantize_imatrix_record *r = &records[i];
+        const int32_t len = (int32_t)strlen(r->name);
+        ok = fwrite(&len, sizeof len, 1, f) == 1 && fwrite(r->name, 1, (size_t)len, f) == (size_t)len &&
+             fwrite(&r->ncall, sizeof r->ncall, 1, f) == 1 && fwrite(&r->n_values, sizeof r->n_values, 1, f) == 1 &&
+             fwrite(r->sums, sizeof *r->sums, (size_t)r->n_values, f) == (size_t)r->n_values;
+    }
+    if (fclose(f) != 0) ok = false;
+    if (!ok) {
+        error_set("cannot write importance matrix '%s'", path);
+        /* no partial file left behind (but never remove what is not a plain file, e.g. /dev/full) */
+        struct stat st;
+        if (stat(path, &st) == 0 && S_ISREG(st.st_mode)) remove(path);
+    }
+    return ok;
 }

@@ -143,3 +143,12 @@ size_t rng_discrete_draw(struct rng_mt19937 *rng, const llama_token_data *cand, 
     }
     return n - 1; /* the last cumulative value is 1.0 > u */
 }
+
+uint32_t rng_uniform_below(struct rng_mt19937 *rng, uint32_t n) {
+    uint64_t m = (uint64_t)rng_mt19937_next(rng) * n;
+    if ((uint32_t)m < n) {
+        const uint32_t threshold = (uint32_t)(0u - n) % n; /* 2^32 mod n */
+        while ((uint32_t)m < threshold) m = (uint64_t)rng_mt19937_next(rng) * n;
+    }
+    return (uint32_t)(m >> 32);
+}

@@ -56,6 +56,13 @@ size_t rng_mt19937_write_text(const struct rng_mt19937 *rng, char *buf, size_t c
  * returns false with error_set() and leaves *rng unchanged. */
 bool rng_mt19937_read_text(struct rng_mt19937 *rng, const char *text, size_t len);
 
+/* std::uniform_int_distribution<size_t>(0, n - 1)(rng) as libstdc++ (GCC 11 and
+ * later, 64-bit size_t) draws it from a 32-bit engine: Lemire's method,
+ * m = next * n (64-bit); while the low 32 bits of m are below 2^32 mod n, draw
+ * again; the result is m >> 32. Always draws at least once, even for n = 1.
+ * b1892's HellaSwag picks its tasks with it. n >= 1. */
+uint32_t rng_uniform_below(struct rng_mt19937 *rng, uint32_t n);
+
 /* std::discrete_distribution<int>(p_0..p_{n-1})(rng) over the candidates' p
  * fields, in array order: fewer than 2 candidates -> 0 without touching the
  * generator; otherwise weights as double, divided by their left-to-right

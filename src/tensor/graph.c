@@ -8,6 +8,7 @@
  */
 #include "tensor/tensor_impl.h"
 
+#include <assert.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -47,6 +48,11 @@ void graph_reset(struct graph *g) {
     g->n_nodes = 0;
     g->n_leafs = 0;
     memset(g->visited, 0, g->visited_size * sizeof *g->visited);
+}
+
+struct graph graph_view(struct graph *g, int i0, int i1) {
+    assert(0 <= i0 && i0 <= i1 && i1 <= g->n_nodes);
+    return (struct graph){ .n_nodes = i1 - i0, .capacity = i1 - i0, .nodes = g->nodes + i0 };
 }
 
 /* Inserts t into the visited set; false if it was already there. */

@@ -283,5 +283,8 @@ struct graph *graph_new(struct tensor_ctx *ctx, int capacity);
  * False if the graph's capacity is exceeded. */
 bool graph_build_forward(struct graph *g, struct tensor *out);
 void graph_reset(struct graph *g);
+/* Nodes [i0, i1) of g as a graph of their own (no leafs, nothing can be added),
+ * for computing a graph in parts; it shares g's node list. */
+struct graph graph_view(struct graph *g, int i0, int i1);
 
 #endif
