@@ -125,7 +125,6 @@ int main(void) {
     free(probe);
     CHECK_EQ_INT(atomic_load(&g_allocs), 1);
 
-    llama_log_set(NULL, NULL);
     struct llama_model_params mp = llama_model_default_params();
     struct llama_model *model = llama_load_model_from_file(path, mp);
     CHECK(model != NULL);
