@@ -610,12 +610,12 @@ static void print_csv(const cJSON *o, bool header) {
 }
 
 static void print_md_header(bool non_default_batch) {
-    printf("| %-30s | %10s | %10s | %-10s | %7s |%s %-8s | %16s | %8s | %9s | %-22s |\n", "model", "size", "params",
-           "backend", "threads", non_default_batch ? "  n_batch |" : "", "test", "t/s", "load ms", "peak RSS",
-           "vs machine limit");
-    printf("| %s: | %s: | %s: | %s | %s: |%s %s | %s: | %s: | %s: | %s |\n", "-----------------------------",
-           "---------", "---------", "----------", "------", non_default_batch ? " --------: |" : "", "--------",
-           "---------------", "-------", "--------", "----------------------");
+    printf("| %-30s | %10s | %10s | %-7s | %7s |%s %-8s | %16s | %8s | %9s | %10s | %-26s |\n", "model", "size",
+           "params", "backend", "threads", non_default_batch ? "  n_batch |" : "", "test", "t/s", "load ms", "peak RSS",
+           "RSS/budget", "vs machine limit");
+    printf("| %s: | %s: | %s: | %s | %s: |%s %s | %s: | %s: | %s: | %s: | %s |\n", "-----------------------------",
+           "---------", "---------", "-------", "------", non_default_batch ? " --------: |" : "", "--------",
+           "---------------", "-------", "--------", "---------", "--------------------------");
 }
 
 static void print_md_row(const struct bench_test *t, const struct bench_result *r, const struct bench_limits *l,
@@ -637,8 +637,9 @@ static void print_md_row(const struct bench_test *t, const struct bench_result *
     }
     if (non_default_batch) snprintf(batch, sizeof batch, " %8d |", t->n_batch);
     /* "±" is two bytes but one column */
-    printf("| %-30s | %10s | %10s | %-10s | %7d |%s %-8s | %17s | %8.0f | %9s | %-22s |\n", r->model_type, size,
-           params, "CPU", t->n_threads, batch, name, ts, r->load_ms, rss, lim);
+    printf("| %-30s | %10s | %10s | %-7s | %7d |%s %-8s | %17s | %8.1f | %9s | %10.2f | %-26s |\n", r->model_type,
+           size, params, "CPU", t->n_threads, batch, name, ts, r->load_ms, rss,
+           (double)r->peak_rss / (double)rss_budget(r), lim);
     fflush(stdout);
 }
 
@@ -655,7 +656,8 @@ static void print_md_footer(const struct bench_params *bp, const struct bench_li
         printf("\n");
     }
     printf("tg: bytes_per_token x t/s vs read bandwidth; pp: 2 x matmul weights x t/s vs the int8-dot peak "
-           "(fp32 FMA for F32/F16 models)\n");
+           "(fp32 FMA for F32/F16 models)\n"
+           "peak RSS: VmHWM of the test's own process; budget: 1.1 x (model file + KV cache) + 64 MiB\n");
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
