@@ -700,7 +700,8 @@ static bool parse_list(const char *opt, const char *s, int min, struct bench_lis
     return true;
 }
 
-static bool bench_parse(int argc, char **argv, struct bench_params *p) {
+/* 0, or 1 after printing what is wrong (for `return cli_fail(...)`). */
+static int bench_parse(int argc, char **argv, struct bench_params *p) {
     memset(p, 0, sizeof *p);
     p->reps = 5;
     for (int i = 1; i < argc; i++) {
@@ -710,21 +711,21 @@ static bool bench_parse(int argc, char **argv, struct bench_params *p) {
         if ((!strcmp(a, "-m") || !strcmp(a, "--model")) && has) {
             char *s = argv[++i];
             for (char *save = NULL, *tok = strtok_r(s, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-                if (p->n_models == BENCH_MAX_LIST) return cli_fail("bench", "at most %d models", BENCH_MAX_LIST), false;
+                if (p->n_models == BENCH_MAX_LIST) return cli_fail("bench", "at most %d models", BENCH_MAX_LIST);
                 p->models[p->n_models++] = tok;
             }
         } else if ((!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) && has) {
-            if (!parse_list(a, argv[++i], 0, &p->n_prompt)) return false;
+            if (!parse_list(a, argv[++i], 0, &p->n_prompt)) return 1;
         } else if ((!strcmp(a, "-n") || !strcmp(a, "--n-gen")) && has) {
-            if (!parse_list(a, argv[++i], 0, &p->n_gen)) return false;
+            if (!parse_list(a, argv[++i], 0, &p->n_gen)) return 1;
         } else if ((!strcmp(a, "-b") || !strcmp(a, "--batch-size")) && has) {
-            if (!parse_list(a, argv[++i], 1, &p->n_batch)) return false;
+            if (!parse_list(a, argv[++i], 1, &p->n_batch)) return 1;
         } else if ((!strcmp(a, "-t") || !strcmp(a, "--threads")) && has) {
-            if (!parse_list(a, argv[++i], 1, &p->n_threads)) return false;
+            if (!parse_list(a, argv[++i], 1, &p->n_threads)) return 1;
         } else if ((!strcmp(a, "-r") || !strcmp(a, "--repetitions")) && has) {
             long long r;
             if (!cli_parse_int(argv[++i], 1, BENCH_MAX_REPS, &r)) {
-                return cli_fail("bench", "%s expects 1..%d, got '%s'", a, BENCH_MAX_REPS, argv[i]), false;
+                return cli_fail("bench", "%s expects 1..%d, got '%s'", a, BENCH_MAX_REPS, argv[i]);
             }
             p->reps = (int)r;
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output")) && has) {
@@ -732,7 +733,7 @@ static bool bench_parse(int argc, char **argv, struct bench_params *p) {
             if (!strcmp(v, "md")) p->format = BENCH_MD;
             else if (!strcmp(v, "csv")) p->format = BENCH_CSV;
             else if (!strcmp(v, "json")) p->format = BENCH_JSON;
-            else return cli_fail("bench", "-o expects md, csv or json, got '%s'", v), false;
+            else return cli_fail("bench", "-o expects md, csv or json, got '%s'", v);
         } else if (!strcmp(a, "--limits") && has) {
             p->limits_path = argv[++i];
         } else if (!strcmp(a, "--probe")) {
@@ -740,15 +741,15 @@ static bool bench_parse(int argc, char **argv, struct bench_params *p) {
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             p->verbose = true;
         } else {
-            return cli_fail("bench", "unknown or incomplete option '%s' (see llamac bench --help)", a), false;
+            return cli_fail("bench", "unknown or incomplete option '%s' (see llamac bench --help)", a);
         }
     }
-    if (p->n_models == 0) return cli_fail("bench", "no model given (-m FILE)"), false;
+    if (p->n_models == 0) return cli_fail("bench", "no model given (-m FILE)");
     if (p->n_prompt.n == 0) p->n_prompt = (struct bench_list){ { 512 }, 1 };
     if (p->n_gen.n == 0) p->n_gen = (struct bench_list){ { 128 }, 1 };
     if (p->n_batch.n == 0) p->n_batch = (struct bench_list){ { 512 }, 1 };
     if (p->n_threads.n == 0) p->n_threads = (struct bench_list){ { cpu_physical_cores() }, 1 };
-    return true;
+    return 0;
 }
 
 /* ---- the command ------------------------------------------------------------------------ */
@@ -761,7 +762,7 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     struct bench_params bp;
-    if (!bench_parse(argc, argv, &bp)) return 1;
+    if (bench_parse(argc, argv, &bp) != 0) return 1;
     struct bench_limits limits = { .n = 0 };
     if (bp.limits_path && !limits_load_file(&limits, bp.limits_path)) return 1;
     for (int i = 0; bp.probe && i < bp.n_threads.n; i++) {
