@@ -23,31 +23,7 @@
 #include "sample/gbnf.h"
 #include "sample/grammar.h"
 
-static const char *JSON_GBNF =
-    "root   ::= object\n"
-    "value  ::= object | array | string | number | (\"true\" | \"false\" | \"null\") ws\n"
-    "\n"
-    "object ::=\n"
-    "  \"{\" ws (\n"
-    "            string \":\" ws value\n"
-    "    (\",\" ws string \":\" ws value)*\n"
-    "  )? \"}\" ws\n"
-    "\n"
-    "array  ::=\n"
-    "  \"[\" ws (\n"
-    "            value\n"
-    "    (\",\" ws value)*\n"
-    "  )? \"]\" ws\n"
-    "\n"
-    "string ::=\n"
-    "  \"\\\"\" (\n"
-    "    [^\"\\\\] |\n"
-    "    \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F] [0-9a-fA-F]) # escapes\n"
-    "  )* \"\\\"\" ws\n"
-    "\n"
-    "number ::= (\"-\"? ([0-9] | [1-9] [0-9]*)) (\".\" [0-9]+)? ([eE] [-+]? [0-9]+)? ws\n"
-    "\n"
-    "ws ::= ([ \\t\\n] ws)?\n";
+#include "json_gbnf.h"
 
 /* llama_token_to_piece for an SPM vocabulary: "▁" -> " ", <0xNN> -> the
  * byte, control -> "", unknown -> "▅". */

@@ -5,6 +5,7 @@
 #include "test_util.h"
 
 #include "llama.h"
+#include "tensor/tensor.h"
 
 static struct llama_model *g_model;
 static int g_n_vocab;
@@ -177,6 +178,61 @@ static void test_vocab_only(void) {
     llama_free_model(m);
 }
 
+/* logits_all, embeddings as input (llama_eval_embd), RoPE overrides. */
+static void test_params_and_embd_input(void) {
+    llama_token toks[64];
+    int n = tokenize("Once upon a time", toks, 64);
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = 64;
+    cp.logits_all = true;
+    cp.embedding = true;
+    struct llama_context *all = llama_new_context_with_model(g_model, cp);
+    CHECK(llama_decode(all, llama_batch_get_one(toks, n, 0, 0)) == 0);
+    for (int i = 0; i < n; i++) CHECK(llama_get_logits_ith(all, i) != NULL); /* every row with logits_all */
+    float last[512];
+    memcpy(last, llama_get_logits_ith(all, n - 1), sizeof last);
+
+    /* the same prompt given as embedding rows (token_embd is F32 here) */
+    const struct ggml_tensor *emb_t = llama_get_model_tensor(g_model, "token_embd.weight");
+    CHECK(emb_t != NULL);
+    const int n_embd = llama_n_embd(g_model);
+    float *embd = malloc(sizeof(float) * (size_t)(n * n_embd));
+    struct llama_context_params ep = llama_context_default_params();
+    ep.n_ctx = 64;
+    struct llama_context *ectx = llama_new_context_with_model(g_model, ep);
+    const float *table = ((const struct tensor *)emb_t)->data; /* llama.h's opaque tensor is ours */
+    for (int i = 0; i < n; i++) memcpy(embd + (size_t)i * n_embd, table + (size_t)toks[i] * n_embd, sizeof(float) * (size_t)n_embd);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+    CHECK(llama_eval_embd(ectx, embd, n, 0) == 0);
+#pragma GCC diagnostic pop
+    CHECK_MSG(max_diff(llama_get_logits(ectx), last) == 0, "embedding input differs from token input");
+    free(embd);
+    llama_free(ectx);
+    llama_free(all);
+
+    /* RoPE overrides change the result; YaRN runs */
+    struct llama_context_params rp = llama_context_default_params();
+    rp.n_ctx = 64;
+    rp.rope_freq_base = 500000.0f;
+    struct llama_context *rctx = llama_new_context_with_model(g_model, rp);
+    CHECK(llama_decode(rctx, llama_batch_get_one(toks, n, 0, 0)) == 0);
+    CHECK(max_diff(llama_get_logits(rctx), last) > 1e-3);
+    llama_free(rctx);
+    rp.rope_freq_base = 0.0f;
+    rp.rope_scaling_type = LLAMA_ROPE_SCALING_YARN;
+    rp.rope_freq_scale = 0.5f;
+    rctx = llama_new_context_with_model(g_model, rp);
+    CHECK(llama_decode(rctx, llama_batch_get_one(toks, n, 0, 0)) == 0);
+    const float *y = llama_get_logits(rctx);
+    bool finite = true;
+    for (int i = 0; i < g_n_vocab; i++) finite = finite && isfinite(y[i]);
+    CHECK(finite);
+    llama_free(rctx);
+    rp.rope_scaling_type = 7; /* invalid */
+    CHECK(llama_new_context_with_model(g_model, rp) == NULL);
+}
+
 struct beam_result {
     llama_token tokens[64];
     size_t n;
@@ -242,6 +298,7 @@ int main(void) {
     test_full_cache_and_bad_input();
     test_vocab_only();
     test_beam_search();
+    test_params_and_embd_input();
     llama_free_model(g_model);
     llama_backend_free();
     return test_finish("test_decode");

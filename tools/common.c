@@ -1,10 +1,12 @@
 #include "common.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "core/log.h"
 
 void common_params_default(struct common_params *p) {
     memset(p, 0, sizeof *p);
@@ -84,12 +86,41 @@ static int parse_kv_type(const char *cmd, int argc, char **argv, int *i, enum gg
     return 1;
 }
 
+/* b1892's --logit-bias TOKEN(+|-)BIAS, e.g. 15043+1 or 2-inf; a token given again replaces its bias. */
+static int parse_logit_bias(const char *cmd, int argc, char **argv, int *i, struct sampling_params *s) {
+    const char *name = argv[*i];
+    const char *v = option_value(cmd, argc, argv, i);
+    if (!v) return -1;
+    char *end;
+    errno = 0;
+    long token = strtol(v, &end, 10);
+    double bias;
+    if (errno || end == v || token < 0 || token > INT32_MAX || (*end != '+' && *end != '-') ||
+        !cli_parse_float(end + 1, &bias)) {
+        cli_fail(cmd, "%s expects TOKEN_ID+BIAS or TOKEN_ID-BIAS, got '%s'", name, v);
+        return -1;
+    }
+    const float value = (float)(*end == '-' ? -bias : bias);
+    for (int32_t k = 0; k < s->n_logit_bias; k++) {
+        if (s->logit_bias[k].token == (llama_token)token) {
+            s->logit_bias[k].bias = value;
+            return 1;
+        }
+    }
+    if (s->n_logit_bias == SAMPLING_MAX_LOGIT_BIAS) {
+        cli_fail(cmd, "at most %d tokens can have a logit bias", SAMPLING_MAX_LOGIT_BIAS);
+        return -1;
+    }
+    s->logit_bias[s->n_logit_bias++] = (struct logit_bias_entry){ (llama_token)token, value };
+    return 1;
+}
+
 int common_parse_option(const char *cmd, int argc, char **argv, int *i, struct common_params *p) {
     const char *a = argv[*i];
     struct sampling_params *s = &p->sampling;
     if (!strcmp(a, "-m") || !strcmp(a, "--model")) return (p->model_path = option_value(cmd, argc, argv, i)) ? 1 : -1;
     if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) return (p->prompt = option_value(cmd, argc, argv, i)) ? 1 : -1;
-    if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) return parse_int_opt(cmd, argc, argv, i, -1, INT32_MAX, &p->n_predict);
+    if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) return parse_int_opt(cmd, argc, argv, i, -2, INT32_MAX, &p->n_predict);
     if (!strcmp(a, "-c") || !strcmp(a, "--ctx-size")) return parse_int_opt(cmd, argc, argv, i, 0, 1 << 22, &p->n_ctx);
     if (!strcmp(a, "-b") || !strcmp(a, "--batch-size")) return parse_int_opt(cmd, argc, argv, i, 1, 1 << 22, &p->n_batch);
     if (!strcmp(a, "-t") || !strcmp(a, "--threads")) return parse_int_opt(cmd, argc, argv, i, 1, 512, &p->n_threads);
@@ -123,6 +154,10 @@ int common_parse_option(const char *cmd, int argc, char **argv, int *i, struct c
     if (!strcmp(a, "--mirostat")) return parse_int_opt(cmd, argc, argv, i, 0, 2, &s->mirostat);
     if (!strcmp(a, "--mirostat-lr")) return parse_float_opt(cmd, argc, argv, i, &s->mirostat_eta);
     if (!strcmp(a, "--mirostat-ent")) return parse_float_opt(cmd, argc, argv, i, &s->mirostat_tau);
+    if (!strcmp(a, "--grammar")) return (s->grammar = option_value(cmd, argc, argv, i)) ? 1 : -1;
+    if (!strcmp(a, "--cfg-negative-prompt")) return (s->cfg_negative_prompt = option_value(cmd, argc, argv, i)) ? 1 : -1;
+    if (!strcmp(a, "--cfg-scale")) return parse_float_opt(cmd, argc, argv, i, &s->cfg_scale);
+    if (!strcmp(a, "-l") || !strcmp(a, "--logit-bias")) return parse_logit_bias(cmd, argc, argv, i, s);
     return 0;
 }
 
@@ -142,7 +177,19 @@ void common_print_options(void) {
            "  --temp T (0.8, 0 = greedy) --top-k N (40) --top-p P (0.95) --min-p P (0.05)\n"
            "  --tfs Z (1.0) --typical P (1.0) --repeat-penalty R (1.1) --repeat-last-n N (64)\n"
            "  --frequency-penalty F (0) --presence-penalty P (0)\n"
-           "  --mirostat 0|1|2 --mirostat-lr ETA (0.1) --mirostat-ent TAU (5.0)\n");
+           "  --mirostat 0|1|2 --mirostat-lr ETA (0.1) --mirostat-ent TAU (5.0)\n"
+           "  --grammar GBNF            constrain the output to a GBNF grammar (rule 'root')\n"
+           "  --cfg-negative-prompt TEXT, --cfg-scale S (1.0)   classifier-free guidance (S > 1)\n"
+           "  -l, --logit-bias ID+B     add B to token ID's logit (ID-inf bans it)\n");
+}
+
+static void log_sink_warnings(enum ggml_log_level level, const char *text, void *user_data) {
+    (void)user_data;
+    if (level == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
+}
+
+void common_log_warnings_only(void) {
+    log_set_callback(log_sink_warnings, NULL);
 }
 
 bool common_init(const char *cmd, const struct common_params *p, struct llama_model **model, struct llama_context **ctx) {
@@ -155,16 +202,26 @@ bool common_init(const char *cmd, const struct common_params *p, struct llama_mo
     mp.use_mlock = p->use_mlock;
     *model = llama_load_model_from_file(p->model_path, mp);
     if (!*model) {
-        cli_fail(cmd, "cannot load model '%s'", p->model_path);
+        cli_fail(cmd, "cannot load model '%s': %s", p->model_path, error_last());
         return false;
     }
     if (p->lora_path && llama_model_apply_lora_from_file(*model, p->lora_path, p->lora_scale, p->lora_base_path,
                                                          p->n_threads > 0 ? p->n_threads : 2) != 0) {
-        cli_fail(cmd, "cannot apply the LoRA adapter '%s'", p->lora_path);
+        cli_fail(cmd, "cannot apply the LoRA adapter '%s': %s", p->lora_path, error_last());
         llama_free_model(*model);
         *model = NULL;
         return false;
     }
+    *ctx = common_context_new(cmd, p, *model);
+    if (!*ctx) {
+        llama_free_model(*model);
+        *model = NULL;
+        return false;
+    }
+    return true;
+}
+
+struct llama_context *common_context_new(const char *cmd, const struct common_params *p, struct llama_model *model) {
     struct llama_context_params cp = llama_context_default_params();
     cp.n_ctx = (uint32_t)p->n_ctx;
     cp.n_batch = (uint32_t)p->n_batch;
@@ -173,14 +230,9 @@ bool common_init(const char *cmd, const struct common_params *p, struct llama_mo
     cp.seed = p->seed;
     cp.type_k = p->type_k;
     cp.type_v = p->type_v;
-    *ctx = llama_new_context_with_model(*model, cp);
-    if (!*ctx) {
-        cli_fail(cmd, "cannot create a context for '%s'", p->model_path);
-        llama_free_model(*model);
-        *model = NULL;
-        return false;
-    }
-    return true;
+    struct llama_context *ctx = llama_new_context_with_model(model, cp);
+    if (!ctx) cli_fail(cmd, "cannot create a context for '%s': %s", p->model_path, error_last());
+    return ctx;
 }
 
 llama_token *common_tokenize(const struct llama_model *model, const char *text, bool add_bos, bool special, int32_t *n_out) {
@@ -205,4 +257,31 @@ llama_token *common_tokenize(const struct llama_model *model, const char *text, 
     }
     *n_out = n;
     return tokens;
+}
+
+char *common_read_file(const char *path) {
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (size_t got; buf && (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (n + 1 == cap) {
+            char *grown = realloc(buf, cap * 2);
+            if (!grown) {
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    if (buf && ferror(f)) {
+        free(buf);
+        buf = NULL;
+    }
+    if (f != stdin) fclose(f);
+    if (buf) buf[n] = '\0';
+    return buf;
 }

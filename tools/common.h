@@ -11,6 +11,14 @@
 
 #include "llama.h"
 
+#define SAMPLING_MAX_LOGIT_BIAS 64
+
+/* One --logit-bias entry: added to the token's logit before sampling. */
+struct logit_bias_entry {
+    llama_token token;
+    float bias;
+};
+
 /* b1892's llama_sampling_params, same defaults. */
 struct sampling_params {
     int32_t n_prev;           /* tokens remembered for the penalties */
@@ -32,12 +40,14 @@ struct sampling_params {
     const char *grammar;      /* GBNF text or NULL */
     const char *cfg_negative_prompt;
     float cfg_scale;
+    int32_t n_logit_bias;     /* b1892 keeps a map: a token given twice keeps its last bias */
+    struct logit_bias_entry logit_bias[SAMPLING_MAX_LOGIT_BIAS];
 };
 
 struct common_params {
     const char *model_path;
     const char *prompt;
-    int32_t n_predict;
+    int32_t n_predict;        /* -1: until end of text, -2: until the context is full */
     int32_t n_ctx;
     int32_t n_batch;
     int32_t n_threads;
@@ -61,10 +71,26 @@ int common_parse_option(const char *cmd, int argc, char **argv, int *i, struct c
 /* Help text for the common options. */
 void common_print_options(void);
 
+/* Library errors reach the user once, inside the tool's one-line failure
+ * (cli_fail with error_last()); warnings still go to stderr. */
+void common_log_warnings_only(void);
+
 /* Loads the model and creates a context from p; prints one error line and returns false on failure. */
 bool common_init(const char *cmd, const struct common_params *p, struct llama_model **model, struct llama_context **ctx);
 
+/* A context for model from p's settings (also the guidance context); NULL with one error line. */
+struct llama_context *common_context_new(const char *cmd, const struct common_params *p, struct llama_model *model);
+
 /* Tokenizes text into a malloc'ed array; NULL (with a message) on failure. */
 llama_token *common_tokenize(const struct llama_model *model, const char *text, bool add_bos, bool special, int32_t *n_out);
+
+/* Parses GBNF text (b1892's syntax) and builds the grammar from its "root"
+ * rule. On failure prints "llamac CMD: NAME: reason" (line and column for a
+ * syntax error; an undefined rule, no root, left recursion) and returns NULL.
+ * With printed, *printed receives b1892's print_grammar text (malloc'ed). */
+struct llama_grammar *common_grammar_load(const char *cmd, const char *name, const char *text, char **printed);
+
+/* Reads a whole file ("-" = stdin) into a malloc'ed NUL-terminated string; NULL if it cannot be read. */
+char *common_read_file(const char *path);
 
 #endif

@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "iq2_tables.h"
 #include "quant_impl.h"
+#include "quant_lanes.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -70,62 +71,58 @@ void quant_iq2_xs_dequantize(const void *vx, float *y, int64_t n) {
 
 /* ---- dot products against Q8_K ----------------------------------------------- */
 
-/* Signed integer dot of 8 grid magnitudes with 8 activations. */
-static inline int32_t group_dot(uint64_t grid, uint8_t signs, const int8_t *q8) {
-    int32_t sum = 0;
-    for (int j = 0; j < 8; j++) sum += grid_byte(grid, j) * q8[j] * ((signs >> j) & 1 ? -1 : 1);
-    return sum;
+/* The 8 signed values of one group: grid magnitudes with their signs. */
+static inline void group_values(uint64_t grid, uint8_t signs, int8_t *out) {
+    for (int j = 0; j < 8; j++) out[j] = (int8_t)((signs >> j) & 1 ? -grid_byte(grid, j) : grid_byte(grid, j));
 }
 
-/* b1892: integer sums per 32 times the odd scale 2s+1, one float multiply per
- * block, and 1/8 (the 0.25 of the scale times the 0.5 of 2s+1) at the end. */
+/*
+ * b1892's AVX2 ggml_vec_dot_iq2_xxs_q8_K / _iq2_xs_q8_K (quant_lanes.h): the
+ * signed grid values times the activations in lanes, each 32 (IQ2_XXS) or 16
+ * (IQ2_XS) weighted by its odd scale 2s+1; the lanes fused per block with
+ * d_x*d_y; 1/8 (the 0.25 of the scale times the 0.5 of 2s+1) applied to the
+ * reduced sum.
+ */
 void quant_iq2_xxs_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const block_iq2_xxs *x = vx;
     const block_q8_K *y = vy;
-    float sumf = 0.f;
+    float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const float d = fp16_to_fp32(x[i].d) * y[i].d;
-        const int8_t *q8 = y[i].qs;
-        int32_t bsum = 0;
+        int8_t a[QK_K];
+        int32_t scales[QK_K / 32];
         for (int ib32 = 0; ib32 < QK_K / 32; ib32++) {
             const uint16_t *q = x[i].qs + 4 * ib32;
             const uint32_t grid_idx = (uint32_t)q[0] | ((uint32_t)q[1] << 16);
             const uint32_t signs_scale = (uint32_t)q[2] | ((uint32_t)q[3] << 16);
-            const int32_t ls = 2 * (int32_t)(signs_scale >> 28) + 1;
-            int32_t sumi = 0;
-            for (int l = 0; l < 4; l++, q8 += 8) {
-                sumi += group_dot(iq2_xxs_grid[(grid_idx >> (8 * l)) & 0xFF],
-                                  iq2_sign_byte((signs_scale >> (7 * l)) & 127), q8);
+            scales[ib32] = 2 * (int32_t)(signs_scale >> 28) + 1;
+            for (int l = 0; l < 4; l++) {
+                group_values(iq2_xxs_grid[(grid_idx >> (8 * l)) & 0xFF], iq2_sign_byte((signs_scale >> (7 * l)) & 127),
+                             a + 32 * ib32 + 8 * l);
             }
-            bsum += sumi * ls;
         }
-        sumf += d * bsum;
+        int32_t lanes[QUANT_LANES] = { 0 };
+        quant_lanes_add(lanes, a, y[i].qs, QK_K, scales, 32);
+        quant_lanes_fma(acc, fp16_to_fp32(x[i].d) * y[i].d, lanes);
     }
-    *s = 0.125f * sumf;
+    *s = 0.125f * quant_lanes_hsum(acc);
 }
 
 void quant_iq2_xs_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const block_iq2_xs *x = vx;
     const block_q8_K *y = vy;
-    float sumf = 0.f;
+    float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const float d = fp16_to_fp32(x[i].d) * y[i].d;
-        const int8_t *q8 = y[i].qs;
-        const uint16_t *q2 = x[i].qs;
-        int32_t bsum = 0;
-        for (int ib32 = 0; ib32 < QK_K / 32; ib32++, q2 += 4) {
-            for (int half = 0; half < 2; half++) {
-                const int32_t ls = 2 * ((x[i].scales[ib32] >> (4 * half)) & 0xf) + 1;
-                int32_t sumi = 0;
-                for (int l = 2 * half; l < 2 * half + 2; l++, q8 += 8) {
-                    sumi += group_dot(iq2_xs_grid[q2[l] & 511], iq2_sign_byte(q2[l] >> 9), q8);
-                }
-                bsum += sumi * ls;
-            }
+        int8_t a[QK_K];
+        int32_t scales[QK_K / 16];
+        for (int j = 0; j < QK_K / 16; j++) scales[j] = 2 * ((x[i].scales[j / 2] >> (4 * (j % 2))) & 0xf) + 1;
+        for (int g = 0; g < QK_K / 8; g++) {
+            group_values(iq2_xs_grid[x[i].qs[g] & 511], iq2_sign_byte(x[i].qs[g] >> 9), a + 8 * g);
         }
-        sumf += d * bsum;
+        int32_t lanes[QUANT_LANES] = { 0 };
+        quant_lanes_add(lanes, a, y[i].qs, QK_K, scales, 16);
+        quant_lanes_fma(acc, fp16_to_fp32(x[i].d) * y[i].d, lanes);
     }
-    *s = 0.125f * sumf;
+    *s = 0.125f * quant_lanes_hsum(acc);
 }
 
 /* ---- quantization search tables ------------------------------------------------ */

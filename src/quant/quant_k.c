@@ -11,6 +11,7 @@
 #include <math.h>
 
 #include "quant_impl.h"
+#include "quant_lanes.h"
 
 #define MIN(a, b) ((a) < (b) ? (a) : (b))
 #define MAX(a, b) ((a) > (b) ? (a) : (b))
@@ -317,6 +318,15 @@ static void pack_2bit(const uint8_t *L, uint8_t *qs) {
     }
 }
 
+/* The inverse of pack_2bit. */
+static void unpack_2bit(const uint8_t *qs, int8_t *L) {
+    for (int j = 0; j < QK_K; j += 128) {
+        for (int shift = 0; shift < 4; shift++) {
+            for (int l = 0; l < 32; l++) L[j + 32 * shift + l] = (int8_t)((qs[j / 4 + l] >> (2 * shift)) & 3);
+        }
+    }
+}
+
 /* ---- Q2_K -------------------------------------------------------------------- */
 
 /* Final 2-bit quants from the stored (rounded) scales; sub-blocks with a zero
@@ -412,31 +422,32 @@ void quant_q2_K_dequantize(const void *vx, float *y, int64_t n) {
     }
 }
 
+/* b1892's AVX2 ggml_vec_dot_q2_K_q8_K (quant_lanes.h): per block, first the
+ * 4-bit mins against the 16-sums of Q8_K, lane k taking sums 2k and 2k+1
+ * (_mm256_madd_epi16), fused with -d_y*dmin; then the quants times their 4-bit
+ * scales in lanes, fused with d_y*d. */
 void quant_q2_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q2_K *x = vx;
     const block_q8_K *y = vy;
-    float sumf = 0;
+    float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK_K; i++) {
-        const uint8_t *q2 = x[i].qs;
-        const int8_t *q8 = y[i].qs;
         const uint8_t *sc = x[i].scales;
-        int summs = 0;
-        for (int j = 0; j < 16; j++) summs += y[i].bsums[j] * (sc[j] >> 4);
-        const float dall = y[i].d * fp16_to_fp32(x[i].d);
-        const float dmin = y[i].d * fp16_to_fp32(x[i].dmin);
-        int isum = 0, is = 0;
-        for (int k = 0; k < QK_K / 128; k++, q2 += 32) {
-            for (int shift = 0; shift < 8; shift += 2, q8 += 32) {
-                for (int part = 0; part < 2; part++) {
-                    int isuml = 0;
-                    for (int l = 16 * part; l < 16 * part + 16; l++) isuml += q8[l] * ((q2[l] >> shift) & 3);
-                    isum += (sc[is++] & 0xF) * isuml;
-                }
-            }
+        const float d = y[i].d * fp16_to_fp32(x[i].d);
+        const float dmin = -y[i].d * fp16_to_fp32(x[i].dmin);
+        int32_t mins[QUANT_LANES];
+        for (int k = 0; k < QUANT_LANES; k++) {
+            mins[k] = (sc[2 * k] >> 4) * y[i].bsums[2 * k] + (sc[2 * k + 1] >> 4) * y[i].bsums[2 * k + 1];
         }
-        sumf += dall * isum - dmin * summs;
+        quant_lanes_fma(acc, dmin, mins);
+        int32_t scales[QK_K / 16];
+        for (int j = 0; j < QK_K / 16; j++) scales[j] = sc[j] & 0xF;
+        int8_t a[QK_K];
+        unpack_2bit(x[i].qs, a);
+        int32_t lanes[QUANT_LANES] = { 0 };
+        quant_lanes_add(lanes, a, y[i].qs, QK_K, scales, 16);
+        quant_lanes_fma(acc, d, lanes);
     }
-    *s = sumf;
+    *s = quant_lanes_hsum(acc);
 }
 
 /* ---- Q3_K -------------------------------------------------------------------- */
@@ -547,42 +558,32 @@ void quant_q3_K_dequantize(const void *vx, float *y, int64_t n) {
     }
 }
 
-/* The 256 quants of a Q3_K block as signed values -4..3. */
+/* The 256 quants of a Q3_K block as signed values -4..3: the low 2 bits,
+ * minus 4 where the high bit (hmask[j % 32], bit j / 32) is clear. */
 static void q3_K_unpack_quants(const block_q3_K *x, int8_t *a) {
-    const uint8_t *q3 = x->qs;
-    uint8_t m = 1;
-    for (int half = 0; half < QK_K; half += 128, q3 += 32) {
-        for (int shift = 0; shift < 8; shift += 2, m <<= 1, a += 32) {
-            for (int l = 0; l < 32; l++) a[l] = (int8_t)(((q3[l] >> shift) & 3) - ((x->hmask[l] & m) ? 0 : 4));
-        }
+    unpack_2bit(x->qs, a);
+    for (int j = 0; j < QK_K; j++) {
+        if (!(x->hmask[j % 32] & (1u << (j / 32)))) a[j] = (int8_t)(a[j] - 4);
     }
 }
 
-/*
- * The Q3_K..Q6_K dot products share b1892's scalar scheme: integer products
- * accumulate per lane l = k % 8 (exact), then each block adds d * lane to one
- * of 8 float sums, which are added together at the end.
- */
-static void lanes_accumulate(int32_t lanes[8], const int8_t *q8, const int8_t *a, int count, int scale) {
-    for (int k = 0; k < count; k++) lanes[k % 8] += scale * (q8[k] * a[k]);
-}
-
+/* b1892's AVX2 ggml_vec_dot_q3_K_q8_K: the quants times their 6-bit scales
+ * (bias 32 removed) in lanes, fused per block with d_y*d (quant_lanes.h). */
 void quant_q3_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q3_K *x = vx;
     const block_q8_K *y = vy;
-    float sums[8] = { 0 };
+    float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK_K; i++) {
-        int8_t a[QK_K], scales[QK_K / 16];
+        int8_t a[QK_K], sc[QK_K / 16];
         q3_K_unpack_quants(&x[i], a);
-        q3_K_unpack_scales(x[i].scales, scales);
-        int32_t lanes[8] = { 0 };
-        for (int j = 0; j < QK_K / 16; j++) lanes_accumulate(lanes, y[i].qs + 16 * j, a + 16 * j, 16, scales[j] - 32);
-        const float d = fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; l++) sums[l] += d * lanes[l];
+        q3_K_unpack_scales(x[i].scales, sc);
+        int32_t scales[QK_K / 16];
+        for (int j = 0; j < QK_K / 16; j++) scales[j] = sc[j] - 32;
+        int32_t lanes[QUANT_LANES] = { 0 };
+        quant_lanes_add(lanes, a, y[i].qs, QK_K, scales, 16);
+        quant_lanes_fma(acc, y[i].d * fp16_to_fp32(x[i].d), lanes);
     }
-    float sumf = 0;
-    for (int l = 0; l < 8; l++) sumf += sums[l];
-    *s = sumf;
+    *s = quant_lanes_hsum(acc);
 }
 
 /* ---- Q4_K, Q5_K --------------------------------------------------------------- */
@@ -739,27 +740,29 @@ void quant_q5_K_dequantize(const void *vx, float *y, int64_t n) {
     }
 }
 
-/* Q4_K/Q5_K share the tail of the dot product: mins against the 16-sums of
- * Q8_K, scales against the lanes. `a` holds the block's 256 quants. */
-static void k4_dot_block(const uint8_t *packed_scales, fp16_t xd, fp16_t xdmin, const block_q8_K *y,
-                         const int8_t *a, float sums[8], float *sumf) {
-    uint8_t scales[QK_K / 32], mins[QK_K / 32];
-    for (int j = 0; j < QK_K / 32; j++) get_scale_min_k4(j, packed_scales, &scales[j], &mins[j]);
-    int sumi = 0;
-    for (int j = 0; j < QK_K / 16; j++) sumi += y->bsums[j] * mins[j / 2];
-    int32_t lanes[8] = { 0 };
-    for (int j = 0; j < QK_K / 32; j++) lanes_accumulate(lanes, y->qs + 32 * j, a + 32 * j, 32, scales[j]);
-    const float d = fp16_to_fp32(xd) * y->d;
-    for (int l = 0; l < 8; l++) sums[l] += d * lanes[l];
-    const float dmin = fp16_to_fp32(xdmin) * y->d;
-    *sumf -= dmin * sumi;
+/* Q4_K/Q5_K blocks against Q8_K: the quants `a` times their 6-bit scales in
+ * lanes (quant_lanes.h), and mins[k] = min k times the sum of the 32
+ * activations of sub-block k (b1892 forms those sums with _mm_hadd_epi16 of
+ * the 16-sums). */
+static void k4_block_lanes(const uint8_t *packed_scales, const int8_t *a, const block_q8_K *y,
+                           int32_t lanes[QUANT_LANES], int32_t mins[QK_K / 32]) {
+    int32_t scales[QK_K / 32];
+    for (int j = 0; j < QK_K / 32; j++) {
+        uint8_t sc, m;
+        get_scale_min_k4(j, packed_scales, &sc, &m);
+        scales[j] = sc;
+        mins[j] = m * (y->bsums[2 * j] + y->bsums[2 * j + 1]);
+    }
+    quant_lanes_add(lanes, a, y->qs, QK_K, scales, 32);
 }
 
+/* b1892's AVX2 ggml_vec_dot_q4_K_q8_K: the lanes fused per block with d_y*d;
+ * the mins in a 4-lane accumulator (lane k: mins 2k and 2k+1, _mm_madd_epi16)
+ * fused with -d_y*dmin and reduced as (m0 + m2) + (m1 + m3), added last. */
 void quant_q4_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_K *x = vx;
     const block_q8_K *y = vy;
-    float sums[8] = { 0 };
-    float sumf = 0;
+    float acc[QUANT_LANES] = { 0 }, acc_m[4] = { 0 };
     for (int64_t i = 0; i < n / QK_K; i++) {
         int8_t a[QK_K];
         const uint8_t *q4 = x[i].qs;
@@ -767,17 +770,22 @@ void quant_q4_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
             for (int l = 0; l < 32; l++) a[j + l] = (int8_t)(q4[l] & 0xF);
             for (int l = 0; l < 32; l++) a[j + 32 + l] = (int8_t)(q4[l] >> 4);
         }
-        k4_dot_block(x[i].scales, x[i].d, x[i].dmin, &y[i], a, sums, &sumf);
+        int32_t lanes[QUANT_LANES] = { 0 }, mins[QK_K / 32];
+        k4_block_lanes(x[i].scales, a, &y[i], lanes, mins);
+        const float dmin = -y[i].d * fp16_to_fp32(x[i].dmin);
+        for (int k = 0; k < 4; k++) acc_m[k] = fmaf(dmin, (float)(mins[2 * k] + mins[2 * k + 1]), acc_m[k]);
+        quant_lanes_fma(acc, y[i].d * fp16_to_fp32(x[i].d), lanes);
     }
-    for (int l = 0; l < 8; l++) sumf += sums[l];
-    *s = sumf;
+    *s = quant_lanes_hsum(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]));
 }
 
+/* b1892's AVX2 ggml_vec_dot_q5_K_q8_K: as Q4_K, but the mins are one integer
+ * sum per block, fused into a scalar sum with -d_y*dmin and added last. */
 void quant_q5_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q5_K *x = vx;
     const block_q8_K *y = vy;
-    float sums[8] = { 0 };
-    float sumf = 0;
+    float acc[QUANT_LANES] = { 0 };
+    float summs = 0;
     for (int64_t i = 0; i < n / QK_K; i++) {
         int8_t a[QK_K];
         const uint8_t *q4 = x[i].qs;
@@ -789,10 +797,14 @@ void quant_q5_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
             for (int l = 0; l < 32; l++) a[j + 32 + l] = (int8_t)((q4[l] >> 4) + (hm[l] & m ? 16 : 0));
             m <<= 1;
         }
-        k4_dot_block(x[i].scales, x[i].d, x[i].dmin, &y[i], a, sums, &sumf);
+        int32_t lanes[QUANT_LANES] = { 0 }, mins[QK_K / 32];
+        k4_block_lanes(x[i].scales, a, &y[i], lanes, mins);
+        int32_t sum_mins = 0;
+        for (int j = 0; j < QK_K / 32; j++) sum_mins += mins[j];
+        summs = fmaf(-y[i].d * fp16_to_fp32(x[i].dmin), (float)sum_mins, summs);
+        quant_lanes_fma(acc, y[i].d * fp16_to_fp32(x[i].d), lanes);
     }
-    for (int l = 0; l < 8; l++) sumf += sums[l];
-    *s = sumf;
+    *s = quant_lanes_hsum(acc) + summs;
 }
 
 /* ---- Q6_K -------------------------------------------------------------------- */
@@ -869,21 +881,22 @@ void quant_q6_K_dequantize(const void *vx, float *y, int64_t n) {
     }
 }
 
+/* b1892's AVX2 ggml_vec_dot_q6_K_q8_K: the quants times their 8-bit scales
+ * in lanes, fused per block with d_y*d (quant_lanes.h). */
 void quant_q6_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q6_K *x = vx;
     const block_q8_K *y = vy;
-    float sums[8] = { 0 };
+    float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK_K; i++) {
         int8_t a[QK_K];
         q6_K_unpack_quants(&x[i], a);
-        int32_t lanes[8] = { 0 };
-        for (int j = 0; j < QK_K / 16; j++) lanes_accumulate(lanes, y[i].qs + 16 * j, a + 16 * j, 16, x[i].scales[j]);
-        const float d = fp16_to_fp32(x[i].d) * y[i].d;
-        for (int l = 0; l < 8; l++) sums[l] += d * lanes[l];
+        int32_t scales[QK_K / 16];
+        for (int j = 0; j < QK_K / 16; j++) scales[j] = x[i].scales[j];
+        int32_t lanes[QUANT_LANES] = { 0 };
+        quant_lanes_add(lanes, a, y[i].qs, QK_K, scales, 16);
+        quant_lanes_fma(acc, y[i].d * fp16_to_fp32(x[i].d), lanes);
     }
-    float sumf = 0;
-    for (int l = 0; l < 8; l++) sumf += sums[l];
-    *s = sumf;
+    *s = quant_lanes_hsum(acc);
 }
 
 /* ---- Q8_K -------------------------------------------------------------------- */

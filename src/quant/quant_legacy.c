@@ -3,13 +3,13 @@
  *
  * The reference quantizers reproduce b1892's quantize_row_*_reference bit for
  * bit (same operations in the same order, float arithmetic, no contraction).
- * The dot products follow b1892's scalar code: integer sums per block, then
- * the block scales applied in b1892's order.
+ * The dot products follow b1892's x86 (AVX2) code (quant_lanes.h).
  */
 #include <float.h>
 #include <math.h>
 
 #include "quant_impl.h"
+#include "quant_lanes.h"
 
 /* (int)v clamped to [lo, hi], NaN -> lo. Equals ggml's truncating casts
  * followed by MIN/MAX for every finite value those produce. */
@@ -253,94 +253,82 @@ void quant_q8_1_dequantize(const void *vx, float *y, int64_t n) {
 /* ---- dot products ------------------------------------------------------------ */
 
 /*
- * b1892's x86 (AVX2) dot products for the 32-element blocks: per block the
- * integer products are summed in 8 lanes of 4 consecutive elements, each lane
- * is converted to float and fused into its own accumulator with the block's
- * scale d_x*d_y; at the end hsum_float_8 adds lane k onto k+4, then
- * (l0+l2)+(l1+l3). Following that order keeps the logits bit-exact.
+ * b1892's x86 (AVX2) dot products for the 32-element blocks (quant_lanes.h):
+ * per block, the signed quants times the activations in 8 integer lanes of 4,
+ * fused into 8 float sums with the block's scale d_x*d_y, hsum_float_8 at the
+ * end. The types with a min (Q4_1, Q5_1) fuse m_x*s_y per block into a
+ * separate scalar sum, which comes last: hsum + summs.
  */
-static float hsum_lanes8(const float acc[8]) {
-    float r[4];
-    for (int k = 0; k < 4; k++) r[k] = acc[k] + acc[k + 4];
-    return (r[0] + r[2]) + (r[1] + r[3]);
-}
-
-/* q[0..32) times y's quants, in the 8 lanes above, fused with scale d into acc. */
-static void block_lanes_fma(float acc[8], const int8_t *q, const int8_t *y, float d) {
-    for (int k = 0; k < 8; k++) {
-        int32_t lane = 0;
-        for (int j = 4 * k; j < 4 * k + 4; j++) lane += q[j] * y[j];
-        acc[k] = fmaf(d, (float)lane, acc[k]);
-    }
-}
-
 void quant_q4_0_dot_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_0 *x = vx;
     const block_q8_0 *y = vy;
-    float acc[8] = { 0 };
+    float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK8_0; i++) {
         int8_t q[QK8_0]; /* low nibbles are elements 0..15, high nibbles 16..31 */
         for (int j = 0; j < QK8_0 / 2; j++) {
             q[j] = (int8_t)((x[i].qs[j] & 0x0F) - 8);
             q[j + QK8_0 / 2] = (int8_t)((x[i].qs[j] >> 4) - 8);
         }
-        block_lanes_fma(acc, q, y[i].qs, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+        quant_lanes_block32(acc, q, y[i].qs, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
     }
-    *s = hsum_lanes8(acc);
+    *s = quant_lanes_hsum(acc);
 }
 
 void quant_q4_1_dot_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q4_1 *x = vx;
     const block_q8_1 *y = vy;
-    float sum = 0.0f;
+    float acc[QUANT_LANES] = { 0 };
+    float summs = 0.0f;
     for (int64_t i = 0; i < n / QK8_1; i++) {
-        int sumi = 0;
+        summs = fmaf(fp16_to_fp32(x[i].m), y[i].s, summs);
+        int8_t q[QK8_1];
         for (int j = 0; j < QK8_1 / 2; j++) {
-            sumi += (x[i].qs[j] & 0x0F) * y[i].qs[j] + (x[i].qs[j] >> 4) * y[i].qs[j + QK8_1 / 2];
+            q[j] = (int8_t)(x[i].qs[j] & 0x0F);
+            q[j + QK8_1 / 2] = (int8_t)(x[i].qs[j] >> 4);
         }
-        sum += (fp16_to_fp32(x[i].d) * y[i].d) * (float)sumi + fp16_to_fp32(x[i].m) * y[i].s;
+        quant_lanes_block32(acc, q, y[i].qs, fp16_to_fp32(x[i].d) * y[i].d);
     }
-    *s = sum;
+    *s = quant_lanes_hsum(acc) + summs;
 }
 
 void quant_q5_0_dot_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q5_0 *x = vx;
     const block_q8_0 *y = vy;
-    float sum = 0.0f;
+    float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK8_0; i++) {
         int q[QK5_0];
         unpack_q5(x[i].qs, x[i].qh, q);
-        int sumi = 0;
-        for (int j = 0; j < QK8_0 / 2; j++) {
-            sumi += (q[j] - 16) * y[i].qs[j] + (q[j + 16] - 16) * y[i].qs[j + 16];
-        }
-        sum += (fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d)) * (float)sumi;
+        int8_t qs[QK5_0];
+        for (int j = 0; j < QK5_0; j++) qs[j] = (int8_t)(q[j] - 16);
+        quant_lanes_block32(acc, qs, y[i].qs, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
     }
-    *s = sum;
+    *s = quant_lanes_hsum(acc);
 }
 
 void quant_q5_1_dot_q8_1(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q5_1 *x = vx;
     const block_q8_1 *y = vy;
-    float sum = 0.0f;
+    float acc[QUANT_LANES] = { 0 };
+    float summs = 0.0f;
     for (int64_t i = 0; i < n / QK8_1; i++) {
+        summs = fmaf(fp16_to_fp32(x[i].m), y[i].s, summs);
         int q[QK5_1];
         unpack_q5(x[i].qs, x[i].qh, q);
-        int sumi = 0;
-        for (int j = 0; j < QK8_1 / 2; j++) sumi += q[j] * y[i].qs[j] + q[j + 16] * y[i].qs[j + 16];
-        sum += (fp16_to_fp32(x[i].d) * y[i].d) * (float)sumi + fp16_to_fp32(x[i].m) * y[i].s;
+        int8_t qs[QK5_1];
+        for (int j = 0; j < QK5_1; j++) qs[j] = (int8_t)q[j];
+        quant_lanes_block32(acc, qs, y[i].qs, fp16_to_fp32(x[i].d) * y[i].d);
     }
-    *s = sum;
+    *s = quant_lanes_hsum(acc) + summs;
 }
 
 void quant_q8_0_dot_q8_0(int64_t n, float *s, const void *vx, const void *vy) {
     const block_q8_0 *x = vx;
     const block_q8_0 *y = vy;
-    float acc[8] = { 0 };
+    float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK8_0; i++) {
-        block_lanes_fma(acc, x[i].qs, y[i].qs, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
+        quant_lanes_block32(acc, x[i].qs, y[i].qs, fp16_to_fp32(x[i].d) * fp16_to_fp32(y[i].d));
     }
-    *s = hsum_lanes8(acc);
+    *s = quant_lanes_hsum(acc);
 }
 
 /* ---- histogram --------------------------------------------------------------- */

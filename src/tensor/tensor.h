@@ -221,6 +221,11 @@ struct tensor *op_rms_norm(struct tensor_ctx *ctx, struct tensor *a, float eps);
 struct tensor *op_rms_norm_back(struct tensor_ctx *ctx, struct tensor *a, struct tensor *grad, float eps);
 /* W [k, n] x X [k, m, b2, b3] -> [n, m, b2, b3]; W broadcasts over b2/b3 when X has more. */
 struct tensor *op_mul_mat(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b);
+/* A mul_mat's op_params[0]: the order in which a backend may add the products.
+ * MUL_MAT_ORDER_REFERENCE (0, what op_mul_mat sets) is b1892's, so results
+ * match the reference bit for bit; MUL_MAT_ORDER_ANY allows faster kernels
+ * whose sums differ by float rounding (training sets it on its products). */
+enum { MUL_MAT_ORDER_REFERENCE = 0, MUL_MAT_ORDER_ANY = 1 };
 /* Experts as[0..n_as) (same shape), ids I32 [n_ids, n_rows]: row r of b is
  * multiplied by as[ids[id, r]] (b1892's ggml_mul_mat_id). */
 struct tensor *op_mul_mat_id(struct tensor_ctx *ctx, struct tensor *const *as, int n_as, struct tensor *ids, int id, struct tensor *b);

@@ -9,9 +9,15 @@
  * what the golden logits carry. The dot products come from the trait table,
  * which adds in b1892's x86 order (see quant_float.c), so the logits match
  * the reference bit for bit.
+ *
+ * Exceptions, for training: a mul_mat marked MUL_MAT_ORDER_ANY (F32 x F32, at
+ * least 32 x 32 x 32) and out_prod run on the tiled SIMD kernels of
+ * cpu_gemm.h when the CPU has them: float chains of fused multiply-adds,
+ * within float rounding of the reference order.
  */
 #include <string.h>
 
+#include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_ops.h"
 #include "quant/quant.h"
 
@@ -103,10 +109,64 @@ static struct cpu_chunks cpu_mul_mat_chunks(const struct cpu_task *task, const s
     return cpu_chunks_plan(w->ne[1], row_bytes, n_cols, col_bytes, task->nth);
 }
 
+/* F32 x F32 products marked MUL_MAT_ORDER_ANY and large enough to pay for
+ * transposing the weight run on the tiled kernels of cpu_gemm.h: the
+ * weight's slices are packed as panels W^T [k][n] in the work memory (INIT),
+ * then C = W^T-panel x X column by column. */
+static bool cpu_mul_mat_tiled(const struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    return dst->op_params[0] == MUL_MAT_ORDER_ANY && w->type == GGML_TYPE_F32 && x->type == GGML_TYPE_F32 &&
+           w->ne[0] >= 32 && w->ne[1] >= 32 && x->ne[1] >= 32 && cpu_gemm_f32_available();
+}
+
+static void cpu_mul_mat_pack(const struct cpu_task *task, const struct tensor *w) {
+    const int64_t K = w->ne[0], N = w->ne[1];
+    int64_t r0, r1;
+    cpu_task_rows(task, tensor_nrows(w), &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i, i2, i3;
+        cpu_row_index(w, r, &i, &i2, &i3);
+        const float *row = cpu_elem(w, 0, i, i2, i3);
+        float *panel = (float *)task->wdata + (i2 + w->ne[2] * i3) * K * N;
+        for (int64_t k = 0; k < K; k++) panel[k * N + i] = row[k];
+    }
+}
+
+static void cpu_mul_mat_tiles(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const int64_t K = w->ne[0], N = w->ne[1];
+    const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+    struct cpu_gemm_f32 g = {
+        .n0 = N, .n1 = x->ne[1], .nj = K, .a_sj = (size_t)N * sizeof(float), .b_s1 = x->nb[1], .b_sj = x->nb[0],
+        .c_s1 = dst->nb[1],
+    };
+    const int64_t per_slice = cpu_gemm_f32_n_tiles(&g);
+    int64_t t0, t1;
+    cpu_task_rows(task, per_slice * x->ne[2] * x->ne[3], &t0, &t1);
+    for (int64_t t = t0; t < t1;) {
+        const int64_t slice = t / per_slice, i12 = slice % x->ne[2], i13 = slice / x->ne[2];
+        const int64_t end = (slice + 1) * per_slice < t1 ? (slice + 1) * per_slice : t1;
+        g.a = task->wdata + (size_t)((i12 / r2 + w->ne[2] * (i13 / r3)) * K * N) * sizeof(float);
+        g.b = cpu_elem(x, 0, 0, i12, i13);
+        g.c = cpu_elem(dst, 0, 0, i12, i13);
+        cpu_gemm_f32_run(&g, t - slice * per_slice, end - slice * per_slice);
+        t = end;
+    }
+}
+
 static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const bool tiled = cpu_mul_mat_tiled(dst);
     if (task->phase == CPU_PHASE_INIT) {
-        cpu_conv_src1(task, w, x);
+        if (tiled) {
+            cpu_mul_mat_pack(task, w);
+        } else {
+            cpu_conv_src1(task, w, x);
+        }
+        return;
+    }
+    if (tiled) {
+        cpu_mul_mat_tiles(task, dst);
         return;
     }
     const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
@@ -128,7 +188,9 @@ static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
 }
 
 static size_t cpu_mul_mat_work(const struct tensor *dst, int n_threads) {
-    return cpu_conv_work(dst->src[0], dst->src[1], n_threads);
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    if (cpu_mul_mat_tiled(dst)) return (size_t)tensor_nelements(w) * sizeof(float);
+    return cpu_conv_work(w, x, n_threads);
 }
 
 static bool cpu_mul_mat_supported(const struct tensor *dst) {
@@ -189,10 +251,36 @@ const struct cpu_op_desc cpu_desc_mul_mat_id = {
     .kernel = cpu_mul_mat_id, .has_init = true, .work_size = cpu_mul_mat_id_work, .supported = cpu_mul_mat_id_supported,
 };
 
-/* ---- out_prod: dst[i0, i1] = sum_j a[i0, j] * b[i1, j], added in j order in float ------- */
+/* ---- out_prod: dst[i0, i1] = sum_j a[i0, j] * b[i1, j] ------------------------------------
+ * The reference adds the products in j order in float; with a's rows packed
+ * (nb[0] = 4) the tiled kernels compute the same sums with fused multiply-adds. */
+
+static void cpu_out_prod_tiles(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *a = dst->src[0], *b = dst->src[1];
+    struct cpu_gemm_f32 g = {
+        .n0 = dst->ne[0], .n1 = dst->ne[1], .nj = a->ne[1], .a_sj = a->nb[1], .b_s1 = b->nb[0], .b_sj = b->nb[1],
+        .c_s1 = dst->nb[1],
+    };
+    const int64_t per_slice = cpu_gemm_f32_n_tiles(&g);
+    int64_t t0, t1;
+    cpu_task_rows(task, per_slice * dst->ne[2] * dst->ne[3], &t0, &t1);
+    for (int64_t t = t0; t < t1;) {
+        const int64_t slice = t / per_slice, i2 = slice % dst->ne[2], i3 = slice / dst->ne[2];
+        const int64_t end = (slice + 1) * per_slice < t1 ? (slice + 1) * per_slice : t1;
+        g.a = cpu_elem(a, 0, 0, i2, i3);
+        g.b = cpu_elem(b, 0, 0, i2, i3);
+        g.c = cpu_elem(dst, 0, 0, i2, i3);
+        cpu_gemm_f32_run(&g, t - slice * per_slice, end - slice * per_slice);
+        t = end;
+    }
+}
 
 static void cpu_out_prod(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *a = dst->src[0], *b = dst->src[1];
+    if (a->nb[0] == sizeof(float) && cpu_gemm_f32_available()) {
+        cpu_out_prod_tiles(task, dst);
+        return;
+    }
     int64_t r0, r1;
     cpu_task_rows(task, tensor_nrows(dst), &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
