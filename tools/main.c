@@ -16,6 +16,8 @@ int cmd_chat(int argc, char **argv);
 int cmd_perplexity(int argc, char **argv);
 int cmd_imatrix(int argc, char **argv);
 int cmd_embedding(int argc, char **argv);
+int cmd_make_model(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
@@ -29,6 +31,8 @@ static const struct cli_command g_commands[] = {
     { "perplexity", cmd_perplexity, "measure a model's perplexity on a text (or its HellaSwag score)" },
     { "imatrix", cmd_imatrix, "collect an importance matrix for quantization from a text" },
     { "embedding", cmd_embedding, "print the embedding of a prompt's last token" },
+    { "make-model", cmd_make_model, "write a random-weight LLaMA GGUF of a preset shape (benchmark models)" },
+    { "bench", cmd_bench, "measure prompt processing and generation speed (like llama-bench)" },
     { NULL, NULL, NULL }
 };
 
