@@ -30,100 +30,22 @@ struct bpe_char {
     uint8_t cls;  /* enum unicode_class */
 };
 
-struct bpe_symbol {
-    int32_t prev;
-    int32_t next;
-    uint32_t off; /* into the encoded word */
-    uint32_t n;
-};
-
-struct bpe_bigram {
-    int32_t rank;
-    int32_t left;
-    int32_t right;
-    uint32_t size;
-};
-
-struct bpe_heap {
-    struct bpe_bigram *items;
-    size_t n;
-    size_t cap;
-};
-
-/* b1892's pop order: lower rank first, then the leftmost pair. */
-static int bigram_before(const struct bpe_bigram *a, const struct bpe_bigram *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static bool heap_push(struct bpe_heap *h, struct bpe_bigram item) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 64;
-        struct bpe_bigram *grown = realloc(h->items, cap * sizeof *grown);
-        if (!grown) {
-            error_set("vocab: out of memory while tokenizing");
-            return false;
-        }
-        h->items = grown;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!bigram_before(&item, &h->items[parent])) {
-            break;
-        }
-        h->items[i] = h->items[parent];
-        i = parent;
-    }
-    h->items[i] = item;
-    return true;
-}
-
-static struct bpe_bigram heap_pop(struct bpe_heap *h) {
-    struct bpe_bigram top = h->items[0];
-    struct bpe_bigram last = h->items[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= h->n) {
-            break;
-        }
-        if (child + 1 < h->n && bigram_before(&h->items[child + 1], &h->items[child])) {
-            child++;
-        }
-        if (!bigram_before(&h->items[child], &last)) {
-            break;
-        }
-        h->items[i] = h->items[child];
-        i = child;
-    }
-    if (h->n > 0) {
-        h->items[i] = last;
-    }
-    return top;
-}
-
 /* Scratch reused across the words of one fragment. */
 struct bpe_state {
     const struct vocab *v;
     char *word;                 /* the encoded word */
     size_t word_cap;
-    struct bpe_symbol *symbols;
+    struct vocab_symbol *symbols;
     size_t symbols_cap;
-    struct bpe_heap heap;
+    struct symbol_merge merge;
 };
 
-static bool add_bigram(struct bpe_state *st, int32_t left, int32_t right) {
-    if (left < 0 || right < 0) {
-        return true;
-    }
-    const struct bpe_symbol *l = &st->symbols[left], *r = &st->symbols[right];
-    int32_t rank = vocab_merge_rank(st->v, st->word + l->off, l->n, st->word + r->off, r->n);
-    if (rank < 0) {
-        return true;
-    }
-    struct bpe_bigram b = { rank, left, right, l->n + r->n };
-    return heap_push(&st->heap, b);
+/* Merge order: lower merge rank first. */
+static bool merge_rank_key(const struct vocab *v, const char *left, uint32_t left_n, const char *right,
+                           uint32_t right_n, double *key) {
+    int32_t rank = vocab_merge_rank(v, left, left_n, right, right_n);
+    *key = rank;
+    return rank >= 0;
 }
 
 static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
@@ -154,7 +76,7 @@ static bool bpe_word(struct bpe_state *st, const char *bytes, size_t n, struct t
     for (size_t i = 0; i < n; i++) {
         uint8_t enc[4];
         size_t k = unicode_encode(unicode_byte_to_bpe_cpt((uint8_t)bytes[i]), enc);
-        st->symbols[i] = (struct bpe_symbol){
+        st->symbols[i] = (struct vocab_symbol){
             .prev = (int32_t)i - 1,
             .next = i + 1 == n ? -1 : (int32_t)i + 1,
             .off = (uint32_t)len,
@@ -164,31 +86,14 @@ static bool bpe_word(struct bpe_state *st, const char *bytes, size_t n, struct t
         len += k;
     }
 
-    st->heap.n = 0;
-    for (size_t i = 1; i < n; i++) {
-        if (!add_bigram(st, (int32_t)i - 1, (int32_t)i)) {
-            return false;
-        }
-    }
-    while (st->heap.n > 0) {
-        struct bpe_bigram b = heap_pop(&st->heap);
-        struct bpe_symbol *l = &st->symbols[b.left], *r = &st->symbols[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) {
-            continue; /* outdated */
-        }
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0) {
-            st->symbols[r->next].prev = b.left;
-        }
-        if (!add_bigram(st, l->prev, b.left) || !add_bigram(st, b.left, l->next)) {
-            return false;
-        }
+    st->merge.text = st->word;
+    st->merge.symbols = st->symbols;
+    if (!symbol_merge_run(&st->merge, n)) {
+        return false;
     }
 
     for (size_t i = 0; i < n; i++) {
-        const struct bpe_symbol *sym = &st->symbols[i];
+        const struct vocab_symbol *sym = &st->symbols[i];
         if (sym->n == 0) {
             continue;
         }
@@ -274,7 +179,7 @@ bool bpe_tokenize(const struct vocab *v, const char *text, size_t len, struct to
     if (!split_chars(text, len, &chars, &n, &norm)) {
         return false;
     }
-    struct bpe_state st = { .v = v };
+    struct bpe_state st = { .v = v, .merge = { .v = v, .pair_key = merge_rank_key } };
     struct word_sink w = { &st, chars, norm, out };
     bool ok = false;
 
@@ -361,7 +266,7 @@ bool bpe_tokenize(const struct vocab *v, const char *text, size_t len, struct to
     ok = true;
 
 done:
-    free(st.heap.items);
+    symbol_merge_free(&st.merge);
     free(st.symbols);
     free(st.word);
     free(chars);

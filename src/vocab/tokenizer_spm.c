@@ -20,100 +20,17 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct spm_symbol {
-    int32_t prev;
-    int32_t next;
-    uint32_t off; /* into the escaped text */
-    uint32_t n;   /* bytes; 0 once merged into its left neighbour */
-};
-
-struct spm_bigram {
-    float score;
-    int32_t left;
-    int32_t right;
-    uint32_t size; /* bytes of left + right when queued */
-};
-
-struct spm_heap {
-    struct spm_bigram *items;
-    size_t n;
-    size_t cap;
-};
-
-/* The order b1892's queue pops: higher score first, then the leftmost pair. */
-static int bigram_before(const struct spm_bigram *a, const struct spm_bigram *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static bool heap_push(struct spm_heap *h, struct spm_bigram item) {
-    if (h->n == h->cap) {
-        size_t cap = h->cap ? 2 * h->cap : 64;
-        struct spm_bigram *grown = realloc(h->items, cap * sizeof *grown);
-        if (!grown) {
-            error_set("vocab: out of memory while tokenizing");
-            return false;
-        }
-        h->items = grown;
-        h->cap = cap;
-    }
-    size_t i = h->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!bigram_before(&item, &h->items[parent])) {
-            break;
-        }
-        h->items[i] = h->items[parent];
-        i = parent;
-    }
-    h->items[i] = item;
-    return true;
-}
-
-static struct spm_bigram heap_pop(struct spm_heap *h) {
-    struct spm_bigram top = h->items[0];
-    struct spm_bigram last = h->items[--h->n];
-    size_t i = 0;
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= h->n) {
-            break;
-        }
-        if (child + 1 < h->n && bigram_before(&h->items[child + 1], &h->items[child])) {
-            child++;
-        }
-        if (!bigram_before(&h->items[child], &last)) {
-            break;
-        }
-        h->items[i] = h->items[child];
-        i = child;
-    }
-    if (h->n > 0) {
-        h->items[i] = last;
-    }
-    return top;
-}
-
-struct spm_state {
-    const struct vocab *v;
-    const char *text;
-    struct spm_symbol *symbols;
-    struct spm_heap heap;
-};
-
-/* Queues (left, right) if their concatenation is a token. */
-static bool try_add_bigram(struct spm_state *st, int32_t left, int32_t right) {
-    if (left < 0 || right < 0) {
-        return true;
-    }
-    const struct spm_symbol *l = &st->symbols[left], *r = &st->symbols[right];
-    size_t n = (size_t)l->n + r->n;
-    const char *s = st->text + l->off;
-    int32_t id = vocab_lookup_hashed(st->v, vocab_hash(s, n), s, n);
+/* Merge order: the higher the score of the token the pair forms, the sooner. */
+static bool token_score_key(const struct vocab *v, const char *left, uint32_t left_n, const char *right,
+                            uint32_t right_n, double *key) {
+    (void)right; /* it follows left in the text */
+    size_t n = (size_t)left_n + right_n;
+    int32_t id = vocab_lookup_hashed(v, vocab_hash(left, n), left, n);
     if (id < 0) {
-        return true;
+        return false;
     }
-    struct spm_bigram b = { st->v->tokens[id].score, left, right, (uint32_t)n };
-    return heap_push(&st->heap, b);
+    *key = -(double)v->tokens[id].score;
+    return true;
 }
 
 static char *escape_spaces(const char *text, size_t len, bool add_space_prefix, size_t *out_len) {
@@ -152,7 +69,7 @@ bool spm_tokenize(const struct vocab *v, const char *raw, size_t raw_len, bool a
     if (!text) {
         return false;
     }
-    struct spm_state st = { .v = v, .text = text };
+    struct symbol_merge st = { .v = v, .text = text, .pair_key = token_score_key };
     bool ok = false;
 
     /* one symbol per (first-byte-sized) character */
@@ -171,7 +88,7 @@ bool spm_tokenize(const struct vocab *v, const char *raw, size_t raw_len, bool a
         if (n > len - off) {
             n = len - off;
         }
-        st.symbols[i] = (struct spm_symbol){
+        st.symbols[i] = (struct vocab_symbol){
             .prev = (int32_t)i - 1,
             .next = off + n == len ? -1 : (int32_t)i + 1,
             .off = (uint32_t)off,
@@ -180,30 +97,12 @@ bool spm_tokenize(const struct vocab *v, const char *raw, size_t raw_len, bool a
         off += n;
     }
 
-    for (size_t i = 1; i < n_symbols; i++) {
-        if (!try_add_bigram(&st, (int32_t)i - 1, (int32_t)i)) {
-            goto done;
-        }
-    }
-    while (st.heap.n > 0) {
-        struct spm_bigram b = heap_pop(&st.heap);
-        struct spm_symbol *l = &st.symbols[b.left], *r = &st.symbols[b.right];
-        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) {
-            continue; /* stale: one side was merged since */
-        }
-        l->n += r->n;
-        r->n = 0;
-        l->next = r->next;
-        if (r->next >= 0) {
-            st.symbols[r->next].prev = b.left;
-        }
-        if (!try_add_bigram(&st, l->prev, b.left) || !try_add_bigram(&st, b.left, l->next)) {
-            goto done;
-        }
+    if (!symbol_merge_run(&st, n_symbols)) {
+        goto done;
     }
 
     for (int32_t i = n_symbols ? 0 : -1; i >= 0; i = st.symbols[i].next) {
-        const struct spm_symbol *sym = &st.symbols[i];
+        const struct vocab_symbol *sym = &st.symbols[i];
         const char *s = text + sym->off;
         int32_t id = vocab_lookup_hashed(v, vocab_hash(s, sym->n), s, sym->n);
         if (id >= 0) {
@@ -221,8 +120,8 @@ bool spm_tokenize(const struct vocab *v, const char *raw, size_t raw_len, bool a
     ok = true;
 
 done:
-    free(st.heap.items);
     free(st.symbols);
+    symbol_merge_free(&st);
     free(text);
     return ok;
 }

@@ -112,6 +112,40 @@ bool token_buf_push(struct token_buf *b, int32_t id);
 bool token_buf_push_or_unk(struct token_buf *b, const struct vocab *v, int32_t id);
 
 /*
+ * Pair merging, shared by both tokenizers (symbol_merge.c). The symbols are
+ * adjacent byte ranges of text, linked in order; symbol_merge_run() merges
+ * the pair with the lowest key again and again (ties: the leftmost pair)
+ * until no pair can merge. A merged-away symbol keeps n = 0 and leaves the
+ * list.
+ */
+struct vocab_symbol {
+    int32_t prev;
+    int32_t next;
+    uint32_t off; /* into the text */
+    uint32_t n;   /* bytes; 0 once merged into its left neighbour */
+};
+
+/* The key of merging left (left_n bytes) with the right piece that follows
+ * it; false when the pair cannot merge. */
+typedef bool (*symbol_pair_key_fn)(const struct vocab *v, const char *left, uint32_t left_n,
+                                   const char *right, uint32_t right_n, double *key);
+
+struct symbol_merge {
+    const struct vocab *v;
+    const char *text;
+    struct vocab_symbol *symbols;
+    symbol_pair_key_fn pair_key;
+    struct symbol_pair *pairs; /* the queue, kept between runs */
+    size_t n_pairs;
+    size_t pairs_cap;
+};
+
+/* Merges symbols[0..n_symbols) (the first n_symbols of m->symbols, linked
+ * 0 -> 1 -> ...); false (with error_set) when memory runs out. */
+bool symbol_merge_run(struct symbol_merge *m, size_t n_symbols);
+void symbol_merge_free(struct symbol_merge *m);
+
+/*
  * The two tokenizers, each on one raw-text fragment; false only when memory
  * runs out (error_set). spm_tokenize() escapes spaces as U+2581 and prefixes
  * one when add_space_prefix.
