@@ -24,9 +24,8 @@
 
 struct imatrix_options {
     struct common_params common;
-    const char *text_file;
+    struct ppl_text_options text;
     const char *out_file;
-    int32_t n_chunks;
     int32_t save_every;
     bool collect_output;
     int32_t verbosity;
@@ -48,7 +47,7 @@ static int imatrix_parse(int argc, char **argv, struct imatrix_options *o) {
     const char *cmd = "imatrix";
     common_params_default(&o->common);
     o->out_file = "imatrix.dat";
-    o->n_chunks = -1;
+    o->text.n_chunks = -1;
     o->save_every = 10;
     o->verbosity = 1;
     for (int i = 1; i < argc; i++) {
@@ -61,12 +60,10 @@ static int imatrix_parse(int argc, char **argv, struct imatrix_options *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             imatrix_usage();
             return -1;
-        } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
-            o->text_file = v;
+        } else if (ppl_parse_text_option(a, v, &o->text)) {
+            /* -f FILE or --chunks N */
         } else if ((!strcmp(a, "-o") || !strcmp(a, "--output-file")) && v) {
             o->out_file = v;
-        } else if (!strcmp(a, "--chunks") && v && cli_parse_int(v, -1, INT32_MAX, &n)) {
-            o->n_chunks = (int32_t)n;
         } else if ((!strcmp(a, "-ofreq") || !strcmp(a, "--output-frequency")) && v &&
                    cli_parse_int(v, 1, INT32_MAX, &n)) {
             o->save_every = (int32_t)n;
@@ -79,9 +76,7 @@ static int imatrix_parse(int argc, char **argv, struct imatrix_options *o) {
         }
         i++;
     }
-    if (!o->text_file && !o->common.prompt) return cli_fail(cmd, "no text given (-f FILE)");
-    if (o->common.n_ctx <= 0) return cli_fail(cmd, "needs a context size (-c N)");
-    return 0;
+    return ppl_check_options(cmd, &o->text, &o->common);
 }
 
 struct imatrix_saver {
@@ -128,7 +123,7 @@ int cmd_imatrix(int argc, char **argv) {
     struct llama_context *ctx = NULL;
     struct imatrix_collector *collector = NULL;
     int status = 1;
-    text = o.text_file ? common_read_prompt_file(cmd, o.text_file) : strdup(p->prompt);
+    text = ppl_read_text(cmd, &o.text, p);
     if (!text || !common_init(cmd, p, &model, &ctx)) goto done;
     collector = imatrix_collector_new(o.collect_output);
     if (!collector) goto done;
@@ -146,7 +141,7 @@ int cmd_imatrix(int argc, char **argv) {
         .collector = collector, .path = o.out_file, .save_every = o.save_every, .verbosity = o.verbosity,
     };
     const struct ppl_chunks_params cp = {
-        .cmd = cmd, .n_chunks = o.n_chunks, .n_batch = p->n_batch, .add_bos = add_bos,
+        .cmd = cmd, .n_chunks = o.text.n_chunks, .n_batch = p->n_batch, .add_bos = add_bos,
         .after_chunk = imatrix_after_chunk, .data = &saver,
     };
     status = ppl_run_chunks(ctx, tokens, n_tokens, &cp);

@@ -40,8 +40,7 @@
 
 struct ppl_options {
     struct common_params common;
-    const char *text_file;
-    int32_t n_chunks;     /* < 0: all */
+    struct ppl_text_options text;
     int32_t stride;       /* > 0: the strided variant */
     int32_t output_type;  /* 0: "[i]ppl,"; 1: one line per chunk */
     bool hellaswag;
@@ -63,7 +62,7 @@ static void ppl_usage(void) {
 static int ppl_parse(int argc, char **argv, struct ppl_options *o) {
     const char *cmd = "perplexity";
     common_params_default(&o->common);
-    o->n_chunks = -1;
+    o->text.n_chunks = -1;
     o->hellaswag_tasks = 400;
     for (int i = 1; i < argc; i++) {
         int r = common_parse_option(cmd, argc, argv, &i, &o->common);
@@ -75,10 +74,8 @@ static int ppl_parse(int argc, char **argv, struct ppl_options *o) {
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             ppl_usage();
             return -1;
-        } else if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
-            o->text_file = v;
-        } else if (!strcmp(a, "--chunks") && v && cli_parse_int(v, -1, INT32_MAX, &n)) {
-            o->n_chunks = (int32_t)n;
+        } else if (ppl_parse_text_option(a, v, &o->text)) {
+            /* -f FILE or --chunks N */
         } else if (!strcmp(a, "--ppl-stride") && v && cli_parse_int(v, 0, 1 << 22, &n)) {
             o->stride = (int32_t)n;
         } else if (!strcmp(a, "--ppl-output-type") && v && cli_parse_int(v, 0, 1, &n)) {
@@ -93,9 +90,29 @@ static int ppl_parse(int argc, char **argv, struct ppl_options *o) {
         }
         i++;
     }
-    if (!o->text_file && !o->common.prompt) return cli_fail(cmd, "no text given (-f FILE)");
-    if (o->common.n_ctx <= 0) return cli_fail(cmd, "needs a context size (-c N)");
+    return ppl_check_options(cmd, &o->text, &o->common);
+}
+
+bool ppl_parse_text_option(const char *a, const char *v, struct ppl_text_options *o) {
+    long long n;
+    if ((!strcmp(a, "-f") || !strcmp(a, "--file")) && v) {
+        o->text_file = v;
+    } else if (!strcmp(a, "--chunks") && v && cli_parse_int(v, -1, INT32_MAX, &n)) {
+        o->n_chunks = (int32_t)n;
+    } else {
+        return false;
+    }
+    return true;
+}
+
+int ppl_check_options(const char *cmd, const struct ppl_text_options *o, const struct common_params *p) {
+    if (!o->text_file && !p->prompt) return cli_fail(cmd, "no text given (-f FILE)");
+    if (p->n_ctx <= 0) return cli_fail(cmd, "needs a context size (-c N)");
     return 0;
+}
+
+char *ppl_read_text(const char *cmd, const struct ppl_text_options *o, const struct common_params *p) {
+    return o->text_file ? common_read_prompt_file(cmd, o->text_file) : strdup(p->prompt);
 }
 
 static void print_eta(const char *cmd, double seconds_per_pass, int32_t n_passes) {
@@ -422,12 +439,7 @@ int cmd_perplexity(int argc, char **argv) {
     struct llama_model *model = NULL;
     struct ppl_run r = { .output_type = o.output_type };
     int status = 1;
-    if (o.text_file) {
-        text = common_read_prompt_file(cmd, o.text_file);
-        if (!text) goto done;
-    } else {
-        text = strdup(p->prompt);
-    }
+    text = ppl_read_text(cmd, &o.text, p);
     if (!text || !common_init(cmd, p, &model, &r.ctx)) goto done;
     r.model = model;
     r.n_ctx = (int32_t)llama_n_ctx(r.ctx);
@@ -453,10 +465,10 @@ int cmd_perplexity(int argc, char **argv) {
             goto done;
         }
         if (o.stride > 0) {
-            status = ppl_strided(&r, tokens, n_tokens, o.n_chunks, o.stride);
+            status = ppl_strided(&r, tokens, n_tokens, o.text.n_chunks, o.stride);
         } else {
             const struct ppl_chunks_params cp = {
-                .cmd = cmd, .n_chunks = o.n_chunks, .n_batch = r.n_batch, .output_type = o.output_type,
+                .cmd = cmd, .n_chunks = o.text.n_chunks, .n_batch = r.n_batch, .output_type = o.output_type,
                 .add_bos = r.add_bos,
             };
             status = ppl_run_chunks(r.ctx, tokens, n_tokens, &cp);

@@ -9,7 +9,26 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "common.h"
 #include "llama.h"
+
+/* The options both tools take beyond common_params: the text and how much of it. */
+struct ppl_text_options {
+    const char *text_file; /* NULL: the prompt (-p) is the text */
+    int32_t n_chunks;      /* < 0: every whole chunk */
+};
+
+/* True when option a (its value v, NULL if none) is one of them: -f/--file
+ * FILE or --chunks N, stored in o; the caller then skips the value. */
+bool ppl_parse_text_option(const char *a, const char *v, struct ppl_text_options *o);
+
+/* What both tools require once every option is read: a text and a context
+ * size. 0 when given, else 1 with the error printed. */
+int ppl_check_options(const char *cmd, const struct ppl_text_options *o, const struct common_params *p);
+
+/* The text as a malloc'ed string (the file's, or a copy of the prompt);
+ * NULL when the file cannot be read (the error printed) or memory runs out. */
+char *ppl_read_text(const char *cmd, const struct ppl_text_options *o, const struct common_params *p);
 
 struct ppl_chunks_params {
     const char *cmd;     /* for messages: "llamac CMD: ..." */
