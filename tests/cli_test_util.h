@@ -53,6 +53,18 @@ static inline double cli_now(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Joins argument lists (each NULL-terminated; lists itself ends with NULL)
+ * into out, which has room for cap entries; the result is NULL-terminated
+ * (what would not fit is left out). Returns out. */
+static inline const char *const *cli_args_join(const char **out, size_t cap, const char *const *const *lists) {
+    size_t n = 0;
+    for (; *lists; lists++) {
+        for (const char *const *a = *lists; *a && n + 1 < cap; a++) out[n++] = *a;
+    }
+    out[n] = NULL;
+    return out;
+}
+
 /* Starts LLAMAC_BINARY_DIR/llamac with args (NULL-terminated, args[0] = the subcommand). */
 static inline bool cli_spawn(struct cli_proc *p, const char *const *args) {
     int in[2], out[2], err[2];

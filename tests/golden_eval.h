@@ -22,16 +22,13 @@ static inline struct llama_context *golden_context(struct llama_model *model, in
     return llama_new_context_with_model(model, cp);
 }
 
-static inline cJSON *golden_load(const char *rel) {
-    const char *path = test_require_shared(rel);
-    char *text = test_read_file(path, NULL);
-    cJSON *json = text ? cJSON_Parse(text) : NULL;
-    free(text);
-    if (!json) {
-        fprintf(stderr, "cannot parse %s\n", path);
-        exit(1);
-    }
-    return json;
+/* A context that keeps the logits of every position (for scoring text): n_ctx = n_batch = n, 2 threads. */
+static inline struct llama_context *golden_scoring_context(struct llama_model *model, uint32_t n) {
+    struct llama_context_params cp = llama_context_default_params();
+    cp.n_ctx = cp.n_batch = n;
+    cp.n_threads = cp.n_threads_batch = 2;
+    cp.logits_all = true;
+    return llama_new_context_with_model(model, cp);
 }
 
 static inline int golden_int_array(const cJSON *arr, int32_t *out, int cap) {

@@ -11,24 +11,10 @@
 
 #include "test_util.h"
 
-#include "llama.h"
+#include "cli_test_util.h"
 #include "core/fp16.h"
+#include "llama.h"
 #include "tensor/tensor.h"
-
-static char *run_capture(const char *cmd, int *status) {
-    *status = -1;
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, n;
-    char *buf = malloc(cap);
-    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) {
-        len += n;
-        if (cap - len < 2) buf = realloc(buf, cap *= 2);
-    }
-    buf[len] = '\0';
-    *status = pclose(p);
-    return buf;
-}
 
 static double num(const cJSON *o, const char *key) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -78,14 +64,13 @@ static void check_test_object(const cJSON *o, int n_prompt, int n_gen, int n_thr
     CHECK_NEAR(num(o, "achieved"), per_token * num(o, "avg_ts") / 1e9, 1e-9 * per_token);
 }
 
-static void test_bench_json(const char *llamac, const char *model) {
-    char cmd[4096];
-    int status;
-    snprintf(cmd, sizeof cmd, "%s bench -m '%s' -p 16 -n 4 -r 1 -t 2 -o json 2>/dev/null", llamac, model);
-    char *out = run_capture(cmd, &status);
-    CHECK(status == 0);
-    cJSON *doc = cJSON_Parse(out);
-    CHECK_MSG(cJSON_IsArray(doc) && cJSON_GetArraySize(doc) == 2, "bench -o json:\n%s", out);
+static void test_bench_json(const char *model) {
+    struct cli_result r = cli_run((const char *[]){ "bench", "-m", model, "-p", "16", "-n", "4", "-r", "1", "-t", "2",
+                                                    "-o", "json", NULL },
+                                  NULL, 300);
+    CHECK_MSG(r.status == 0, "%s", r.err);
+    cJSON *doc = cJSON_Parse(r.out);
+    CHECK_MSG(cJSON_IsArray(doc) && cJSON_GetArraySize(doc) == 2, "bench -o json:\n%s", r.out);
     if (cJSON_IsArray(doc) && cJSON_GetArraySize(doc) == 2) {
         check_test_object(cJSON_GetArrayItem(doc, 0), 16, 0, 2);
         check_test_object(cJSON_GetArrayItem(doc, 1), 0, 4, 2);
@@ -93,29 +78,24 @@ static void test_bench_json(const char *llamac, const char *model) {
         CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(doc, 0), "limit_ratio")));
     }
     cJSON_Delete(doc);
-    free(out);
+    cli_result_free(&r);
 }
 
-static void test_bench_limits_and_csv(const char *llamac, const char *model) {
+static void test_bench_limits_and_csv(const char *model) {
     /* probe output for 1 thread: a membw object then a peak object */
-    char limits[1024];
-    snprintf(limits, sizeof limits, "%s/test_bench_smoke_limits.json", LLAMAC_BINARY_DIR);
-    FILE *f = fopen(limits, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs("{\"probe\": \"membw\", \"threads\": 1, \"best_gbps\": 20.0, \"mean_gbps\": 19.0}\n"
-          "{\"probe\": \"peak\", \"threads\": 1, \"reps\": 1, \"kernels\": [],\n"
-          " \"peak_gops_1thread\": {\"fp32_fma\": 100.0, \"bf16_dot\": 50.0, \"int8_dot\": 400.0},\n"
-          " \"peak_gops_nthreads\": {\"fp32_fma\": 100.0, \"bf16_dot\": 50.0, \"int8_dot\": 400.0}}\n",
-          f);
-    fclose(f);
-    char cmd[8192];
-    int status;
-    snprintf(cmd, sizeof cmd, "%s bench -m '%s' -p 8 -n 2 -r 2 -t 1 --limits '%s' -o json 2>/dev/null", llamac, model,
-             limits);
-    char *out = run_capture(cmd, &status);
-    CHECK(status == 0);
-    cJSON *doc = cJSON_Parse(out);
+    char limits[512];
+    snprintf(limits, sizeof limits, "%s", test_tmp_path("limits.json"));
+    const char *probes =
+        "{\"probe\": \"membw\", \"threads\": 1, \"best_gbps\": 20.0, \"mean_gbps\": 19.0}\n"
+        "{\"probe\": \"peak\", \"threads\": 1, \"reps\": 1, \"kernels\": [],\n"
+        " \"peak_gops_1thread\": {\"fp32_fma\": 100.0, \"bf16_dot\": 50.0, \"int8_dot\": 400.0},\n"
+        " \"peak_gops_nthreads\": {\"fp32_fma\": 100.0, \"bf16_dot\": 50.0, \"int8_dot\": 400.0}}\n";
+    CHECK(test_write_file(limits, probes, strlen(probes)));
+    struct cli_result r = cli_run((const char *[]){ "bench", "-m", model, "-p", "8", "-n", "2", "-r", "2", "-t", "1",
+                                                    "--limits", limits, "-o", "json", NULL },
+                                  NULL, 300);
+    CHECK_MSG(r.status == 0, "%s", r.err);
+    cJSON *doc = cJSON_Parse(r.out);
     CHECK(cJSON_GetArraySize(doc) == 2);
     for (int i = 0; i < cJSON_GetArraySize(doc); i++) {
         const cJSON *o = cJSON_GetArrayItem(doc, i);
@@ -125,50 +105,45 @@ static void test_bench_limits_and_csv(const char *llamac, const char *model) {
         CHECK_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(o, "samples_ns")), 2);
     }
     cJSON_Delete(doc);
-    free(out);
+    cli_result_free(&r);
 
     /* CSV: a header and one row per test, the same number of fields */
-    snprintf(cmd, sizeof cmd, "%s bench -m '%s' -p 8 -n 2 -r 1 -t 1 --limits '%s' -o csv 2>/dev/null", llamac, model,
-             limits);
-    out = run_capture(cmd, &status);
-    CHECK(status == 0);
+    r = cli_run((const char *[]){ "bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-t", "1", "--limits", limits,
+                                  "-o", "csv", NULL },
+                NULL, 300);
+    CHECK_MSG(r.status == 0, "%s", r.err);
     int lines = 0, fields[3] = { 0 };
     bool quoted = false;
-    for (const char *p = out; *p; p++) {
+    for (const char *p = r.out; *p; p++) {
         if (*p == '"') quoted = !quoted;
         if (*p == ',' && !quoted && lines < 3) fields[lines]++;
         if (*p == '\n') lines++;
     }
     CHECK_EQ_INT(lines, 3);
     CHECK(fields[0] > 20 && fields[0] == fields[1] && fields[1] == fields[2]);
-    CHECK(strncmp(out, "cpu_info,backend,model_filename,", 32) == 0);
-    free(out);
+    CHECK(strncmp(r.out, "cpu_info,backend,model_filename,", 32) == 0);
+    cli_result_free(&r);
 
     /* markdown: the table and the limits under it */
-    snprintf(cmd, sizeof cmd, "%s bench -m '%s' -p 8 -n 2 -r 1 -t 1 --limits '%s' 2>/dev/null", llamac, model, limits);
-    out = run_capture(cmd, &status);
-    CHECK(status == 0 && out && strstr(out, "| pp 8 ") && strstr(out, "| tg 2 ") && strstr(out, "of fp32_fma") &&
-          strstr(out, "of read_bandwidth") && strstr(out, "read_bandwidth 20.0 GB/s"));
-    free(out);
+    r = cli_run((const char *[]){ "bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-t", "1", "--limits", limits,
+                                  NULL },
+                NULL, 300);
+    CHECK(r.status == 0 && strstr(r.out, "| pp 8 ") && strstr(r.out, "| tg 2 ") && strstr(r.out, "of fp32_fma") &&
+          strstr(r.out, "of read_bandwidth") && strstr(r.out, "read_bandwidth 20.0 GB/s"));
+    cli_result_free(&r);
 
     /* errors: one line and a non-zero status */
-    snprintf(cmd, sizeof cmd, "%s bench -m /nonexistent.gguf -p 8 -n 0 -r 1 2>&1 >/dev/null", llamac);
-    out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "llamac bench: /nonexistent.gguf, pp 8") && strstr(out, "cannot load"));
-    free(out);
-    snprintf(cmd, sizeof cmd, "%s bench -m '%s' -t 0 2>&1", llamac, model);
-    out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "-t expects"));
-    free(out);
-    f = fopen(limits, "w");
-    if (f) {
-        fputs("{\"probe\": \"other\"}", f);
-        fclose(f);
-    }
-    snprintf(cmd, sizeof cmd, "%s bench -m '%s' --limits '%s' 2>&1", llamac, model, limits);
-    out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "probe_membw --json"));
-    free(out);
+    r = cli_run((const char *[]){ "bench", "-m", "/nonexistent.gguf", "-p", "8", "-n", "0", "-r", "1", NULL }, NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "llamac bench: /nonexistent.gguf, pp 8") && strstr(r.err, "cannot load"));
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "bench", "-m", model, "-t", "0", NULL }, NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "-t expects"));
+    cli_result_free(&r);
+    const char *other = "{\"probe\": \"other\"}";
+    CHECK(test_write_file(limits, other, strlen(other)));
+    r = cli_run((const char *[]){ "bench", "-m", model, "--limits", limits, NULL }, NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "probe_membw --json"));
+    cli_result_free(&r);
     remove(limits);
 }
 
@@ -185,26 +160,17 @@ static void tensor_stats(const struct tensor *t, double *mean, double *sd) {
     *sd = sqrt(q / (double)n - *mean * *mean);
 }
 
-static bool files_equal(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    char *da = test_read_file(a, &na), *db = test_read_file(b, &nb);
-    const bool eq = da && db && na == nb && memcmp(da, db, na) == 0;
-    free(da);
-    free(db);
-    return eq;
-}
-
-static void test_make_model(const char *llamac, const char *vocab) {
+static void test_make_model(const char *vocab) {
     const char *presets[2] = { "tiny", "tiny-moe" };
     for (int p = 0; p < 2; p++) {
-        char path[4096], cmd[8192];
-        snprintf(path, sizeof path, "%s/test_bench_smoke_%s.gguf", LLAMAC_BINARY_DIR, presets[p]);
-        int status;
-        snprintf(cmd, sizeof cmd, "%s make-model --preset %s --seed 7 --vocab '%s' -o '%s' 2>&1", llamac, presets[p],
-                 vocab, path);
-        char *out = run_capture(cmd, &status);
-        CHECK_MSG(status == 0, "make-model %s: %s", presets[p], out);
-        free(out);
+        char path[512], name[64];
+        snprintf(name, sizeof name, "%s.gguf", presets[p]);
+        snprintf(path, sizeof path, "%s", test_tmp_path(name));
+        struct cli_result r = cli_run((const char *[]){ "make-model", "--preset", presets[p], "--seed", "7", "--vocab",
+                                                        vocab, "-o", path, NULL },
+                                      NULL, 300);
+        CHECK_MSG(r.status == 0, "make-model %s: %s", presets[p], r.err);
+        cli_result_free(&r);
 
         struct llama_model *model = llama_load_model_from_file(path, llama_model_default_params());
         CHECK(model != NULL);
@@ -248,38 +214,40 @@ static void test_make_model(const char *llamac, const char *vocab) {
         llama_free_model(model);
 
         /* the same seed writes the same file; another seed another one */
-        char again[4200];
+        char again[600];
         snprintf(again, sizeof again, "%s.again", path);
         for (int seed = 7; seed <= 8; seed++) {
-            snprintf(cmd, sizeof cmd, "%s make-model --preset %s --seed %d --vocab '%s' -o '%s' 2>/dev/null", llamac,
-                     presets[p], seed, vocab, again);
-            out = run_capture(cmd, &status);
-            CHECK(status == 0);
-            free(out);
-            CHECK(files_equal(path, again) == (seed == 7));
+            char seed_arg[16];
+            snprintf(seed_arg, sizeof seed_arg, "%d", seed);
+            r = cli_run((const char *[]){ "make-model", "--preset", presets[p], "--seed", seed_arg, "--vocab", vocab,
+                                          "-o", again, NULL },
+                        NULL, 300);
+            CHECK(r.status == 0);
+            cli_result_free(&r);
+            CHECK(test_files_equal(path, again) == (seed == 7));
         }
         remove(again);
         remove(path);
     }
     /* errors */
-    char cmd[4096];
-    int status;
-    snprintf(cmd, sizeof cmd, "%s make-model --preset huge -o /dev/null 2>&1", llamac);
-    char *out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "unknown model preset 'huge'"));
-    free(out);
-    snprintf(cmd, sizeof cmd, "%s make-model --preset tiny --vocab /nonexistent.gguf -o /dev/null 2>&1", llamac);
-    out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "llamac make-model:") && strchr(out, '\n') == out + strlen(out) - 1);
-    free(out);
+    struct cli_result r = cli_run((const char *[]){ "make-model", "--preset", "huge", "-o", "/dev/null", NULL }, NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "unknown model preset 'huge'"));
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "make-model", "--preset", "tiny", "--vocab", "/nonexistent.gguf", "-o", "/dev/null",
+                                  NULL },
+                NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "llamac make-model:") && strchr(r.err, '\n') == r.err + strlen(r.err) - 1 &&
+          r.out[0] == '\0');
+    cli_result_free(&r);
 }
 
 int main(void) {
     const char *model = test_require_shared("models/stories260K.gguf");
     const char *vocab = test_require_shared("models/ggml-vocab-llama.gguf");
-    const char *llamac = LLAMAC_BINARY_DIR "/llamac";
-    test_bench_json(llamac, model);
-    test_bench_limits_and_csv(llamac, model);
-    test_make_model(llamac, vocab);
+    test_tmp_dir_create("test_bench_smoke");
+    test_bench_json(model);
+    test_bench_limits_and_csv(model);
+    test_make_model(vocab);
+    test_tmp_dir_remove();
     return test_finish("test_bench_smoke");
 }

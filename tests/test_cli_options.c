@@ -8,10 +8,10 @@
 static const char *g_model;
 
 static struct cli_result run_llamac(const char *const *extra, double timeout_s) {
-    const char *args[48] = { "run", "-m", g_model, "-t", "1", "-p", "Once upon a time" };
-    size_t n = 7;
-    for (size_t i = 0; extra[i]; i++) args[n++] = extra[i];
-    return cli_run(args, NULL, timeout_s);
+    const char *args[48];
+    const char *const *lists[] = { (const char *[]){ "run", "-m", g_model, "-t", "1", "-p", "Once upon a time", NULL },
+                                   extra, NULL };
+    return cli_run(cli_args_join(args, 48, lists), NULL, timeout_s);
 }
 
 /* An error found before anything is generated: exit status 1, nothing on

@@ -28,8 +28,7 @@ static char *expected_stdout(const char *prompt, const char *text) {
 }
 
 static void check_sampling_cases(const char *model) {
-    char *json = test_read_file(test_require_shared("golden/sampling-stories260K.json"), NULL);
-    cJSON *golden = cJSON_Parse(json);
+    cJSON *golden = golden_load("golden/sampling-stories260K.json");
     const cJSON *c;
     int n_cases = 0;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(golden, "cases")) {
@@ -79,12 +78,10 @@ static void check_sampling_cases(const char *model) {
     }
     CHECK_EQ_INT(n_cases, 9);
     cJSON_Delete(golden);
-    free(json);
 }
 
 static void check_grammar_cases(const char *model) {
-    char *json = test_read_file(test_require_shared("golden/grammar-stories260K.json"), NULL);
-    cJSON *golden = cJSON_Parse(json);
+    cJSON *golden = golden_load("golden/grammar-stories260K.json");
     const char *prompt = json_str(golden, "prompt");
     const cJSON *g;
     int n_cases = 0;
@@ -100,9 +97,7 @@ static void check_grammar_cases(const char *model) {
 
         /* --grammar TEXT, then --grammar-file FILE */
         const char *path = "test_cli_sampling.gbnf";
-        FILE *f = fopen(path, "wb");
-        fputs(json_str(g, "text"), f);
-        fclose(f);
+        CHECK(test_write_file(path, json_str(g, "text"), strlen(json_str(g, "text"))));
         for (int from_file = 0; from_file < 2; from_file++) {
             const char *args[] = { "run", "-m", model, "-p", prompt, "-n", n_gen, "-s", "1234", "-c", "256", "-t", "1",
                                    "--temp", "0", "--repeat-penalty", "1.0",
@@ -122,7 +117,6 @@ static void check_grammar_cases(const char *model) {
     }
     CHECK_EQ_INT(n_cases, 6);
     cJSON_Delete(golden);
-    free(json);
 }
 
 int main(void) {

@@ -17,10 +17,9 @@
 static const char *g_model;
 
 static struct cli_result run_llamac(const char *const *extra) {
-    const char *args[48] = { "run", "-m", g_model, "-t", "1" };
-    size_t n = 5;
-    for (size_t i = 0; extra[i]; i++) args[n++] = extra[i];
-    return cli_run(args, NULL, 300);
+    const char *args[48];
+    const char *const *lists[] = { (const char *[]){ "run", "-m", g_model, "-t", "1", NULL }, extra, NULL };
+    return cli_run(cli_args_join(args, 48, lists), NULL, 300);
 }
 
 static void check_prompt_cache(void) {
@@ -73,9 +72,8 @@ static void check_prompt_cache(void) {
     cli_result_free(&h);
 
     /* a damaged cache: one error line */
-    FILE *fp = fopen(cache, "wb");
-    fputs("nsgg this is not a session file", fp);
-    fclose(fp);
+    const char *damaged = "nsgg this is not a session file";
+    CHECK(test_write_file(cache, damaged, strlen(damaged)));
     struct cli_result bad = run_llamac(first);
     CHECK(bad.status == 1);
     CHECK_MSG(bad.err && strncmp(bad.err, "llamac run: cannot load the prompt cache", 40) == 0 &&

@@ -5,35 +5,8 @@
  */
 #include <math.h>
 
+#include "cli_test_util.h"
 #include "golden_eval.h"
-
-static char *run_capture(const char *cmd, int *status) {
-    *status = -1;
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, n;
-    char *buf = malloc(cap);
-    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) len += n;
-    buf[len] = '\0';
-    *status = pclose(p);
-    return buf;
-}
-
-/* 'text' for the shell, each ' written as '\'' */
-static void shell_quote(const char *text, char *out, size_t cap) {
-    size_t n = 0;
-    out[n++] = '\'';
-    for (const char *p = text; *p && n + 6 < cap; p++) {
-        if (*p == '\'') {
-            memcpy(out + n, "'\\''", 4);
-            n += 4;
-        } else {
-            out[n++] = *p;
-        }
-    }
-    out[n++] = '\'';
-    out[n] = '\0';
-}
 
 int main(void) {
     static const char *const variants[] = { "F32", "F16", "Q8_0", "Q4_0" };
@@ -49,16 +22,11 @@ int main(void) {
         for (int i = 0; i < cJSON_GetArraySize(embeddings); i++) {
             const cJSON *prompt = cJSON_GetArrayItem(cJSON_GetObjectItem(golden, "prompts"), i);
             const char *text = cJSON_GetObjectItem(prompt, "text")->valuestring;
-            char quoted[2048], cmd[4096];
-            shell_quote(text, quoted, sizeof quoted);
-            snprintf(cmd, sizeof cmd, "%s/llamac embedding -m '%s' -p %s -t 1 2>/dev/null", LLAMAC_BINARY_DIR,
-                     model, quoted);
-            int status;
-            char *out = run_capture(cmd, &status);
-            CHECK(status == 0 && out);
-            if (!out) continue;
+            struct cli_result r = cli_run((const char *[]){ "embedding", "-m", model, "-p", text, "-t", "1", NULL },
+                                          NULL, 300);
+            CHECK_MSG(r.status == 0, "%s", r.err);
             /* one line of n_embd numbers, each "%f " */
-            const char *p = out;
+            const char *p = r.out;
             int n = 0;
             const cJSON *want;
             cJSON_ArrayForEach(want, cJSON_GetArrayItem(embeddings, i)) {
@@ -75,19 +43,18 @@ int main(void) {
             }
             CHECK_EQ_INT(n, n_embd);
             CHECK(strcmp(p, " \n") == 0);
-            free(out);
+            cli_result_free(&r);
         }
         printf("%-5s embeddings of %d prompts: largest difference %.2g (printed precision 5e-7)\n", variants[v],
                cJSON_GetArraySize(embeddings), worst);
         cJSON_Delete(golden);
     }
     /* errors: one line, non-zero status */
-    int status;
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/llamac embedding -m '%s' -c 8 -p '%s' 2>&1", LLAMAC_BINARY_DIR,
-             test_require_shared("models/stories260K.gguf"), "a prompt that is longer than eight tokens for sure, yes");
-    char *out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "longer than the context window"));
-    free(out);
+    struct cli_result r = cli_run((const char *[]){ "embedding", "-m", test_require_shared("models/stories260K.gguf"),
+                                                    "-c", "8", "-p",
+                                                    "a prompt that is longer than eight tokens for sure, yes", NULL },
+                                  NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "longer than the context window"));
+    cli_result_free(&r);
     return test_finish("test_embedding");
 }

@@ -100,14 +100,7 @@ static void test_upstream_grammar_2(void) {
 /* ---- golden/grammar-stories260K.json ---- */
 
 static void test_golden(void) {
-    const char *path = test_require_shared("golden/grammar-stories260K.json");
-    char *json = test_read_file(path, NULL);
-    cJSON *root = json ? cJSON_Parse(json) : NULL;
-    CHECK(root != NULL);
-    if (!root) {
-        free(json);
-        return;
-    }
+    cJSON *root = golden_load("golden/grammar-stories260K.json");
     int n_ok = 0, n_err = 0, n_printed = 0;
     const cJSON *gr;
     cJSON_ArrayForEach(gr, cJSON_GetObjectItemCaseSensitive(root, "grammars")) {
@@ -184,7 +177,6 @@ static void test_golden(void) {
     CHECK_EQ_INT(n_err, 8);
     CHECK_EQ_INT(n_printed, 8);
     cJSON_Delete(root);
-    free(json);
 }
 
 /* ---- errors: where they are reported ---- */

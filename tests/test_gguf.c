@@ -4,25 +4,17 @@
 #include "test_util.h"
 
 #include <cjson/cJSON.h>
-#include <dirent.h>
 #include <ftw.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include "core/file_map.h"
+#include "cli_test_util.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
 #include "quant/quant.h"
 
-static char g_tmp_path[64];
-
+/* The one scratch file the tests write (main makes the directory). */
 static const char *tmp_path(void) {
-    if (!g_tmp_path[0]) {
-        snprintf(g_tmp_path, sizeof g_tmp_path, "/tmp/test_gguf_XXXXXX");
-        int fd = mkstemp(g_tmp_path);
-        if (fd >= 0) close(fd);
-    }
-    return g_tmp_path;
+    return test_tmp_path("test.gguf");
 }
 
 static bool error_contains(const char *needle) {
@@ -32,10 +24,7 @@ static bool error_contains(const char *needle) {
 /* ---- metadata of the stories models, as b1892's llama_model_meta_* report it ---- */
 
 static void test_golden_metadata(void) {
-    const char *golden = test_require_shared("golden/models-stories260K.json");
-    char *text = test_read_file(golden, NULL);
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
-    CHECK(root != NULL);
+    cJSON *root = golden_load("golden/models-stories260K.json");
     const cJSON *models = cJSON_GetObjectItem(root, "models");
     CHECK_EQ_INT(cJSON_GetArraySize(models), 4);
     const cJSON *model;
@@ -71,7 +60,6 @@ static void test_golden_metadata(void) {
         gguf_close(r);
     }
     cJSON_Delete(root);
-    free(text);
 }
 
 /* ---- typed getters on a real file --------------------------------------------- */
@@ -317,26 +305,6 @@ static void test_writer_stream(void) {
 
 static int g_round_trips;
 
-static bool files_equal(const char *a, const char *b) {
-    struct file_map fa, fb;
-    if (!file_map_open(&fa, a, true)) return false;
-    if (!file_map_open(&fb, b, true)) {
-        file_map_close(&fa);
-        return false;
-    }
-    bool same = fa.size == fb.size && (fa.size == 0 || memcmp(fa.data, fb.data, fa.size) == 0);
-    if (!same && fa.size == fb.size) {
-        size_t i = 0;
-        while (((const uint8_t *)fa.data)[i] == ((const uint8_t *)fb.data)[i]) i++;
-        fprintf(stderr, "%s: first difference at byte %zu\n", a, i);
-    } else if (!same) {
-        fprintf(stderr, "%s: %zu bytes, rewritten %zu\n", a, fa.size, fb.size);
-    }
-    file_map_close(&fa);
-    file_map_close(&fb);
-    return same;
-}
-
 static int round_trip_one(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
     (void)st; (void)ftw;
     size_t len = strlen(path);
@@ -351,7 +319,7 @@ static int round_trip_one(const char *path, const struct stat *st, int flag, str
         CHECK(gguf_add_tensor(w, t->name, t->type, t->n_dims, t->ne, t->data, t->size));
     }
     CHECK_MSG(w && gguf_write_file(w, tmp_path()), "%s: %s", path, error_last());
-    bool same = files_equal(path, tmp_path());
+    bool same = test_files_equal(path, tmp_path());
     CHECK_MSG(same, "%s: rewritten file differs", path);
     g_round_trips += same;
     gguf_writer_free(w);
@@ -417,7 +385,7 @@ static void test_fuzz_corpus(void) {
         if (out_dir) CHECK(gguf_write_file(w, path));
         /* the committed seeds are what the writer makes now, and they open */
         CHECK(gguf_write_file(w, tmp_path()));
-        CHECK_MSG(files_equal(path, tmp_path()), "%s is stale (regenerate with LLAMAC_WRITE_FUZZ_CORPUS)", path);
+        CHECK_MSG(test_files_equal(path, tmp_path()), "%s is stale (regenerate with LLAMAC_WRITE_FUZZ_CORPUS)", path);
         struct gguf_reader *r = gguf_open_file(path, false);
         CHECK_MSG(r != NULL, "%s: %s", path, error_last());
         gguf_close(r);
@@ -426,16 +394,6 @@ static void test_fuzz_corpus(void) {
 }
 
 /* ---- llamac info --------------------------------------------------------------- */
-
-/* Runs a shell command; returns its exit status and its stdout+stderr in out. */
-static int run_command(const char *cmd, char *out, size_t size) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, size - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
 
 static bool has_line(const char *text, const char *prefix, const char *rest) {
     for (const char *line = text; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
@@ -458,10 +416,10 @@ static bool has_line(const char *text, const char *prefix, const char *rest) {
 }
 
 static void test_info_command(void) {
-    static char out[1 << 16];
-    char cmd[4096];
-    snprintf(cmd, sizeof cmd, "%s/llamac info %s 2>&1", LLAMAC_BINARY_DIR, test_require_shared("models/stories260K-Q8_0.gguf"));
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
+    struct cli_result r = cli_run((const char *[]){ "info", test_require_shared("models/stories260K-Q8_0.gguf"), NULL },
+                                  NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    const char *out = r.out;
     CHECK(has_line(out, "version:", "3"));
     CHECK(has_line(out, "alignment:", "32"));
     CHECK(has_line(out, "data offset:", "14240"));
@@ -475,15 +433,17 @@ static void test_info_command(void) {
     CHECK(has_line(out, "     47", "blk.4.ffn_norm.weight f32 [64] 474752 256"));
     CHECK(has_line(out, "total:", "48 tensors, 292800 elements, 474848 bytes of tensor data"));
 
+    cli_result_free(&r);
+
     /* a bad file: one line, status 1 */
-    FILE *f = fopen(tmp_path(), "wb");
-    fwrite("GGUF\x01\0\0\0", 1, 8, f);
-    fclose(f);
-    snprintf(cmd, sizeof cmd, "%s/llamac info %s 2>&1", LLAMAC_BINARY_DIR, tmp_path());
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
-    char expect[256];
+    CHECK(test_write_file(tmp_path(), "GGUF\x01\0\0\0", 8));
+    r = cli_run((const char *[]){ "info", tmp_path(), NULL }, NULL, 300);
+    CHECK_EQ_INT(r.status, 1);
+    char expect[600];
     snprintf(expect, sizeof expect, "llamac info: %s: GGUF version 1 is not supported (too old); re-convert the model\n", tmp_path());
-    CHECK_STR_EQ(out, expect);
+    CHECK_STR_EQ(r.err, expect);
+    CHECK_STR_EQ(r.out, "");
+    cli_result_free(&r);
 }
 
 static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
@@ -492,18 +452,19 @@ static void quiet_log(enum ggml_log_level level, const char *text, void *user_da
 
 int main(void) {
     log_set_callback(quiet_log, NULL);  /* expected errors are checked through error_last() */
+    test_tmp_dir_create("test_gguf");
     test_writer_types();
     test_writer_tensors();
     test_writer_stream();
     test_fuzz_corpus();
     if (g_test_failures == 0 && !test_shared_path("models")) {
-        unlink(tmp_path());
+        test_tmp_dir_remove();
         test_skip("shared models not found (set LLAMAC_SHARED)");
     }
     test_getters_real_file();
     test_golden_metadata();
     test_round_trip_all_models();
     test_info_command();
-    unlink(tmp_path());
+    test_tmp_dir_remove();
     return test_finish("test_gguf");
 }

@@ -178,13 +178,7 @@ static uint8_t *hex_decode(const char *hex, size_t *len) {
 
 static struct test_vocab load_stories_vocab(void) {
     struct test_vocab tv = {NULL, 0};
-    const char *path = test_require_shared("golden/tokenizer-stories260K.json");
-    char *json = test_read_file(path, NULL);
-    cJSON *root = json ? cJSON_Parse(json) : NULL;
-    if (!root) {
-        free(json);
-        return tv;
-    }
+    cJSON *root = golden_load("golden/tokenizer-stories260K.json");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(root, "vocab");
     const int n = cJSON_GetArraySize(vocab);
     const int eos = cJSON_GetObjectItemCaseSensitive(root, "eos")->valueint;
@@ -203,21 +197,14 @@ static struct test_vocab load_stories_vocab(void) {
     free(pieces);
     free(lengths);
     cJSON_Delete(root);
-    free(json);
     return tv;
 }
 
 static void test_golden_generations(void) {
     struct test_vocab tv = load_stories_vocab();
     CHECK(tv.v != NULL);
-    const char *path = test_require_shared("golden/grammar-stories260K.json");
-    char *json = test_read_file(path, NULL);
-    cJSON *root = json ? cJSON_Parse(json) : NULL;
-    CHECK(root != NULL);
-    if (!root || !tv.v) {
-        free(json);
-        return;
-    }
+    if (!tv.v) return;
+    cJSON *root = golden_load("golden/grammar-stories260K.json");
     const llama_token eos = 2;
     uint8_t *allowed = malloc((size_t)tv.n);
     int n_grammars = 0, n_steps = 0;
@@ -271,7 +258,6 @@ static void test_golden_generations(void) {
     printf("golden grammar generations: %d grammars, %d steps replayed\n", n_grammars, n_steps);
     free(allowed);
     cJSON_Delete(root);
-    free(json);
     grammar_vocab_free(tv.v);
 }
 

@@ -19,31 +19,11 @@
 #include <unistd.h>
 
 #include "api/eval.h"
+#include "cli_test_util.h"
 #include "context/context.h"
 #include "core/log.h"
 #include "golden_eval.h"
 #include "quantize/quantize.h"
-
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
-static char g_dir[64];
-
-static const char *tmp_path(const char *name) {
-    static char buf[4][256];
-    static int slot;
-    char *p = buf[slot++ % 4];
-    snprintf(p, sizeof buf[0], "%s/%s", g_dir, name);
-    return p;
-}
 
 /* A raw imatrix file: entries as stored (sums, not divided by ncall). */
 struct raw_entry {
@@ -77,40 +57,18 @@ static int raw_parse(const char *data, size_t size, struct raw_entry *out, int c
     return o == size ? n : -1;
 }
 
-static char *run_capture(const char *cmd, int *status) {
-    *status = -1;
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, n;
-    char *buf = malloc(cap);
-    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) len += n;
-    buf[len] = '\0';
-    *status = pclose(p);
-    return buf;
-}
-
-static bool files_equal(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    char *x = test_read_file(a, &na), *y = test_read_file(b, &nb);
-    const bool same = x && y && na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
-
 /* llamac imatrix as b1892's recipe ran it, compared with the shared file. */
 static void check_cli_against_b1892(const char *text_path, const char *ours) {
     const char *model = test_require_shared("models/synth-k/synth-k-F32.gguf");
     const char *shared = test_require_shared("models/synth-k/synth-k.imatrix");
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/llamac imatrix -m '%s' -f '%s' -o '%s' -c 128 -b 128 -t 2 2>/dev/null",
-             LLAMAC_BINARY_DIR, model, text_path, ours);
-    int status;
-    char *out = run_capture(cmd, &status);
-    CHECK(status == 0);
+    struct cli_result r = cli_run((const char *[]){ "imatrix", "-m", model, "-f", text_path, "-o", ours, "-c", "128",
+                                                    "-b", "128", "-t", "2", NULL },
+                                  NULL, 300);
+    CHECK_MSG(r.status == 0, "%s", r.err);
     /* it prints the perplexity as b1892's imatrix does (golden/eval-synth-k.json: 1119.08 over six chunks) */
-    CHECK_MSG(out && strstr(out, "[6]1119.0811,") && strstr(out, "Final estimate: PPL = 1119.0811"), "%s", out);
-    free(out);
+    CHECK_MSG(r.out && strstr(r.out, "[6]1119.0811,") && strstr(r.out, "Final estimate: PPL = 1119.0811"), "%s",
+              r.out);
+    cli_result_free(&r);
 
     size_t n_ours = 0, n_theirs = 0;
     char *a = test_read_file(ours, &n_ours), *b = test_read_file(shared, &n_theirs);
@@ -141,8 +99,7 @@ static void check_cli_against_b1892(const char *text_path, const char *ours) {
 }
 
 static void check_quantize_with_ours(const char *ours) {
-    const char *all = getenv("LLAMAC_TEST_ALL");
-    if (UNDER_ASAN && !(all && *all && strcmp(all, "0") != 0)) return;
+    if (TEST_UNDER_ASAN && !test_run_all()) return;
     struct quantize_imatrix *im = quantize_imatrix_load(ours);
     CHECK(im != NULL);
     llama_model_quantize_params p = llama_model_quantize_default_params();
@@ -151,9 +108,9 @@ static void check_quantize_with_ours(const char *ours) {
     p.imatrix = im;
     char src[512];
     snprintf(src, sizeof src, "%s", test_require_shared("models/synth-k/synth-k-F32.gguf"));
-    const char *out = tmp_path("iq2_xxs.gguf");
+    const char *out = test_tmp_path("iq2_xxs.gguf");
     CHECK_MSG(llama_model_quantize(src, out, &p) == 0, "%s", error_last());
-    const bool same = files_equal(out, test_require_shared("models/synth-k/synth-k-IQ2_XXS.gguf"));
+    const bool same = test_files_equal(out, test_require_shared("models/synth-k/synth-k-IQ2_XXS.gguf"));
     printf("IQ2_XXS with our imatrix: %s b1892's synth-k-IQ2_XXS.gguf\n", same ? "identical to" : "DIFFERS from");
     CHECK(same);
     remove(out);
@@ -175,11 +132,7 @@ static bool observe_fail(struct tensor *node, bool ask, void *data) {
 static void check_observer(const llama_token *tokens) {
     struct llama_model *model = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"),
                                                            llama_model_default_params());
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = cp.n_batch = 64;
-    cp.n_threads = cp.n_threads_batch = 2;
-    cp.logits_all = true;
-    struct llama_context *ctx = model ? llama_new_context_with_model(model, cp) : NULL;
+    struct llama_context *ctx = model ? golden_scoring_context(model, 64) : NULL;
     CHECK(ctx != NULL);
     if (!ctx) return;
     const int32_t n_vocab = llama_n_vocab(model), n = 64;
@@ -212,7 +165,7 @@ static void check_observer(const llama_token *tokens) {
     CHECK(memcmp(plain, observed, (size_t)n * n_vocab * sizeof *plain) == 0);
 
     /* the writer, read back by the quantizer's reader (which divides by ncall) */
-    const char *path = tmp_path("stories.imatrix");
+    const char *path = test_tmp_path("stories.imatrix");
     CHECK(imatrix_collector_write(c, path));
     struct quantize_imatrix *im = quantize_imatrix_load(path);
     CHECK(im && quantize_imatrix_count(im) == 36);
@@ -241,18 +194,14 @@ static void check_observer(const llama_token *tokens) {
 static void check_moe(const llama_token *tokens) {
     struct llama_model *model = llama_load_model_from_file(test_require_shared("models/synth-moe/synth-moe-F32.gguf"),
                                                            llama_model_default_params());
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = cp.n_batch = 64;
-    cp.n_threads = cp.n_threads_batch = 2;
-    cp.logits_all = true;
-    struct llama_context *ctx = model ? llama_new_context_with_model(model, cp) : NULL;
+    struct llama_context *ctx = model ? golden_scoring_context(model, 64) : NULL;
     CHECK(ctx != NULL);
     if (!ctx) return;
     struct imatrix_collector *c = imatrix_collector_new(false);
     context_set_eval_callback(ctx, imatrix_collector_observe, c);
     float *logits = malloc((size_t)64 * llama_n_vocab(model) * sizeof *logits);
     CHECK(eval_decode_logits(ctx, tokens, 64, 0, 64, logits) == 0);
-    const char *path = tmp_path("moe.imatrix");
+    const char *path = test_tmp_path("moe.imatrix");
     CHECK(imatrix_collector_write(c, path));
     struct quantize_imatrix *im = quantize_imatrix_load(path);
     CHECK(im != NULL);
@@ -288,22 +237,13 @@ static void check_moe(const llama_token *tokens) {
 
 int main(void) {
     llama_backend_init(false);
-    snprintf(g_dir, sizeof g_dir, "/tmp/llamac-imatrix-XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    test_tmp_dir_create("llamac-imatrix");
     cJSON *golden = golden_load("golden/perplexity-stories260K.json");
     const char *text = cJSON_GetObjectItem(golden, "text")->valuestring;
     char text_path[256], ours[256];
-    snprintf(text_path, sizeof text_path, "%s", tmp_path("text.txt"));
-    snprintf(ours, sizeof ours, "%s", tmp_path("synth-k.imatrix"));
-    FILE *f = fopen(text_path, "wb");
-    CHECK(f != NULL);
-    if (f) {
-        fputs(text, f);
-        fclose(f);
-    }
+    snprintf(text_path, sizeof text_path, "%s", test_tmp_path("text.txt"));
+    snprintf(ours, sizeof ours, "%s", test_tmp_path("synth-k.imatrix"));
+    CHECK(test_write_file(text_path, text, strlen(text)));
     int32_t tokens[1024];
     const int n_tokens = golden_int_array(cJSON_GetObjectItem(golden, "tokens"), tokens, 1024);
     CHECK(n_tokens > 128);
@@ -313,9 +253,7 @@ int main(void) {
     check_observer(tokens);
     check_moe(tokens);
 
-    remove(ours);
-    remove(text_path);
-    rmdir(g_dir);
+    test_tmp_dir_remove();
     cJSON_Delete(golden);
     llama_backend_free();
     return test_finish("test_imatrix");

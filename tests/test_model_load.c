@@ -115,9 +115,7 @@ static void test_broken_files(void) {
     const char *path = "test_model_load_bad.gguf";
     int rejected = 0, tried = 0;
     for (size_t len = 0; len < size; len += len < 4096 ? 61 : 7919) {
-        FILE *f = fopen(path, "wb");
-        fwrite(bytes, 1, len, f);
-        fclose(f);
+        CHECK(test_write_file(path, bytes, len));
         tried++;
         struct llama_model *m = llama_load_model_from_file(path, llama_model_default_params());
         if (!m) rejected++;

@@ -12,8 +12,8 @@
  *   b1892 made (with the shared imatrix where b1892 needed one), each result
  *   measured on the first chunk of n_ctx 128 and compared with b1892's figure
  *   for that file after its first chunk (running_ppl_after_each_chunk[0]):
- *   within 1e-4 relative for types whose arithmetic is bit-exact already, 1%
- *   for those still pending (k_pending in test_eval_synth.c). A quantized file
+ *   within 1e-4 relative (every type's logits match b1892's to the printed
+ *   precision, test_eval_synth.c). A quantized file
  *   that differs from the shared one byte-wise is measured too, since then it
  *   is not the file b1892 measured. Only the first chunk by default: a
  *   synth-k chunk costs ~0.3 s, all six chunks of 27 files would not fit the
@@ -40,67 +40,14 @@
 #include <unistd.h>
 
 #include "api/eval.h"
+#include "cli_test_util.h"
 #include "core/log.h"
 #include "golden_eval.h"
 #include "quantize/quantize.h"
 #include "sample/rng.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
-/* The types test_eval_synth.c lists as not yet bit-exact (its k_pending). */
-static const char *const k_pending[] = { "Q4_1", "Q5_0", "Q5_1", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K", "IQ2_XXS", "IQ2_XS" };
-
 #define SYNTH_N_CTX 128
-#define EXACT_REL_TOL 1e-4
-#define PENDING_REL_TOL 0.01
-
-static char g_dir[64];
-
-static const char *tmp_path(const char *name) {
-    static char buf[4][256];
-    static int slot;
-    char *p = buf[slot++ % 4];
-    snprintf(p, sizeof buf[0], "%s/%s", g_dir, name);
-    return p;
-}
-
-static char *run_capture(const char *cmd, int *status) {
-    *status = -1;
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 1 << 16, len = 0, n;
-    char *buf = malloc(cap);
-    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0) len += n;
-    buf[len] = '\0';
-    *status = pclose(p);
-    return buf;
-}
-
-static void write_file(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return;
-    fputs(text, f);
-    fclose(f);
-}
-
-static bool files_equal(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    char *x = test_read_file(a, &na), *y = test_read_file(b, &nb);
-    const bool same = x && y && na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return same;
-}
+#define SYNTH_REL_TOL 1e-4
 
 static double rel_diff(double a, double b) {
     return fabs(a - b) / fabs(b);
@@ -119,36 +66,35 @@ static void check_stories_cli(const cJSON *golden, const char *text_path) {
         for (int r = 0; r < 2; r++) {
             const cJSON *run = cJSON_GetArrayItem(runs, r);
             const int n_ctx = cJSON_GetObjectItem(run, "n_ctx")->valueint;
-            char key[16], cmd[1024];
+            char key[16], ctx_arg[16];
             snprintf(key, sizeof key, "%d", n_ctx);
+            snprintf(ctx_arg, sizeof ctx_arg, "%d", n_ctx);
             const cJSON *lines = cJSON_GetObjectItem(stdout_by_ctx, key);
             char want[1024];
             snprintf(want, sizeof want, "%s\n%s\n", cJSON_GetArrayItem(lines, 0)->valuestring,
                      cJSON_GetArrayItem(lines, 1)->valuestring);
-            snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' -c %d -b %d -t 1 2>/dev/null",
-                     LLAMAC_BINARY_DIR, model, text_path, n_ctx, n_ctx);
-            int status;
-            char *out = run_capture(cmd, &status);
-            CHECK(status == 0);
-            CHECK_MSG(out && strcmp(out, want) == 0, "%s n_ctx %d:\n got: %s\nwant: %s", rel, n_ctx, out ? out : "-", want);
+            struct cli_result r = cli_run((const char *[]){ "perplexity", "-m", model, "-f", text_path, "-c", ctx_arg,
+                                                            "-b", ctx_arg, "-t", "1", NULL },
+                                          NULL, 300);
+            CHECK_MSG(r.status == 0, "%s", r.err);
+            CHECK_MSG(strcmp(r.out, want) == 0, "%s n_ctx %d:\n got: %s\nwant: %s", rel, n_ctx, r.out, want);
             /* and the final number to 4 significant digits, said explicitly */
-            const char *fin = out ? strstr(out, "PPL = ") : NULL;
+            const char *fin = strstr(r.out, "PPL = ");
             const double ppl = cJSON_GetObjectItem(run, "ppl")->valuedouble;
             CHECK(fin && rel_diff(atof(fin + 6), ppl) < 5e-4);
             printf("%-22s n_ctx %3d  PPL %.4f (b1892 %.4f)\n", rel + 7, n_ctx, fin ? atof(fin + 6) : NAN, ppl);
-            free(out);
+            cli_result_free(&r);
         }
         /* the single window through the strided variant of the tool */
         const cJSON *window = cJSON_GetArrayItem(runs, 2);
-        char cmd[1024], want[64];
-        snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' -c 129 --ppl-stride 255 --chunks 1 -t 1 2>/dev/null",
-                 LLAMAC_BINARY_DIR, model, text_path);
+        char want[64];
         snprintf(want, sizeof want, "[1]%.4f,\n", cJSON_GetObjectItem(window, "ppl")->valuedouble);
-        int status;
-        char *out = run_capture(cmd, &status);
-        CHECK(status == 0);
-        CHECK_MSG(out && strcmp(out, want) == 0, "%s single window: got %s want %s", rel, out, want);
-        free(out);
+        struct cli_result r = cli_run((const char *[]){ "perplexity", "-m", model, "-f", text_path, "-c", "129",
+                                                        "--ppl-stride", "255", "--chunks", "1", "-t", "1", NULL },
+                                      NULL, 300);
+        CHECK_MSG(r.status == 0, "%s", r.err);
+        CHECK_MSG(strcmp(r.out, want) == 0, "%s single window: got %s want %s", rel, r.out, want);
+        cli_result_free(&r);
     }
 }
 
@@ -157,24 +103,23 @@ static void check_stories_cli_variants(const cJSON *golden, const char *text_pat
     const cJSON *variant = cJSON_GetArrayItem(cJSON_GetObjectItem(golden, "variants"), 0);
     const char *model = test_require_shared("models/stories260K.gguf");
     const cJSON *lines = cJSON_GetObjectItem(cJSON_GetObjectItem(variant, "perplexity_tool_stdout"), "128");
-    char cmd[1024], want[1024];
+    char want[1024];
     snprintf(want, sizeof want, "%s\n%s\n", cJSON_GetArrayItem(lines, 0)->valuestring,
              cJSON_GetArrayItem(lines, 1)->valuestring);
-    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' -c 128 -b 48 -t 2 2>/dev/null",
-             LLAMAC_BINARY_DIR, model, text_path);
-    int status;
-    char *out = run_capture(cmd, &status);
-    CHECK_MSG(status == 0 && out && strcmp(out, want) == 0, "-b 48:\n got: %s\nwant: %s", out ? out : "-", want);
-    free(out);
+    struct cli_result r = cli_run((const char *[]){ "perplexity", "-m", model, "-f", text_path, "-c", "128", "-b", "48",
+                                                    "-t", "2", NULL },
+                                  NULL, 300);
+    CHECK_MSG(r.status == 0 && strcmp(r.out, want) == 0, "-b 48:\n got: %s\nwant: %s", r.out, want);
+    cli_result_free(&r);
 
-    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' -c 128 --ppl-output-type 1 -t 1 2>/dev/null",
-             LLAMAC_BINARY_DIR, model, text_path);
-    out = run_capture(cmd, &status);
-    CHECK(status == 0 && out);
+    r = cli_run((const char *[]){ "perplexity", "-m", model, "-f", text_path, "-c", "128", "--ppl-output-type", "1",
+                                  "-t", "1", NULL },
+                NULL, 300);
+    CHECK_MSG(r.status == 0, "%s", r.err);
     const cJSON *running = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(variant, "runs"), 0),
                                                "running_ppl_after_each_chunk");
-    const char *line = out;
-    for (int i = 0; out && i < cJSON_GetArraySize(running); i++) {
+    const char *line = r.out;
+    for (int i = 0; i < cJSON_GetArraySize(running); i++) {
         int pos;
         double ppl, mean, sd;
         CHECK_MSG(sscanf(line, "%d %lf %lf %lf", &pos, &ppl, &mean, &sd) == 4, "line %d: %s", i, line);
@@ -185,8 +130,8 @@ static void check_stories_cli_variants(const cJSON *golden, const char *text_pat
         if (!line) break;
         line++;
     }
-    CHECK(out && strstr(out, "Final estimate: PPL = 3.3379 +/- 0.25871"));
-    free(out);
+    CHECK(strstr(r.out, "Final estimate: PPL = 3.3379 +/- 0.25871"));
+    cli_result_free(&r);
 }
 
 /* The single window's mean NLL through the library, to the golden file's 10 digits. */
@@ -198,11 +143,7 @@ static void check_stories_window(const cJSON *golden, const llama_token *tokens)
         struct llama_model *model = llama_load_model_from_file(test_require_shared(rel), llama_model_default_params());
         CHECK(model != NULL);
         if (!model) continue;
-        struct llama_context_params cp = llama_context_default_params();
-        cp.n_ctx = cp.n_batch = 256;
-        cp.n_threads = cp.n_threads_batch = 2;
-        cp.logits_all = true;
-        struct llama_context *ctx = llama_new_context_with_model(model, cp);
+        struct llama_context *ctx = golden_scoring_context(model, 256);
         const int32_t n_vocab = llama_n_vocab(model), n = 256;
         float *logits = malloc((size_t)n * n_vocab * sizeof *logits);
         CHECK(ctx && logits && eval_decode_logits(ctx, tokens, n, 0, n, logits) == 0);
@@ -226,20 +167,12 @@ struct synth_result {
     float *logits; /* the first chunk's logits (SYNTH_N_CTX rows) */
 };
 
-static struct llama_context *synth_context(struct llama_model *model) {
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = cp.n_batch = SYNTH_N_CTX;
-    cp.n_threads = cp.n_threads_batch = 2;
-    cp.logits_all = true;
-    return llama_new_context_with_model(model, cp);
-}
-
 /* The running perplexity after each of the first n_chunks chunks; the first
  * chunk's logits are left in first_logits (scratch: room for another chunk). */
 static bool measure_chunks(const char *path, llama_token *tokens, int n_chunks, float *first_logits, float *scratch,
                            double *running) {
     struct llama_model *model = llama_load_model_from_file(path, llama_model_default_params());
-    struct llama_context *ctx = model ? synth_context(model) : NULL;
+    struct llama_context *ctx = model ? golden_scoring_context(model, SYNTH_N_CTX) : NULL;
     struct eval_nll nll = { 0 };
     bool ok = ctx != NULL;
     for (int i = 0; ok && i < n_chunks; i++) {
@@ -250,16 +183,6 @@ static bool measure_chunks(const char *path, llama_token *tokens, int n_chunks, 
     llama_free(ctx);
     llama_free_model(model);
     return ok;
-}
-
-static bool is_pending(const cJSON *model) {
-    const cJSON *t;
-    cJSON_ArrayForEach(t, cJSON_GetObjectItem(model, "tensor_types")) {
-        for (size_t i = 0; i < sizeof k_pending / sizeof k_pending[0]; i++) {
-            if (strcmp(t->valuestring, k_pending[i]) == 0) return true;
-        }
-    }
-    return false;
 }
 
 static bool in_asan_subset(const char *file) {
@@ -280,7 +203,7 @@ static const char *quantize_like(const cJSON *model, const char *src, const stru
     p.nthread = 2;
     p.pure = strstr(recipe, "--pure") != NULL;
     p.imatrix = strstr(recipe, "--imatrix") ? (void *)im : NULL;
-    const char *out = tmp_path(file);
+    const char *out = test_tmp_path(file);
     const uint32_t rc = llama_model_quantize(src, out, &p);
     CHECK_MSG(rc == 0, "quantizing to %s: %s", file, error_last());
     return rc == 0 ? out : NULL;
@@ -334,13 +257,12 @@ static void check_kl_chain(const struct synth_result *res, int n, const float *f
 }
 
 /* Our result against b1892's running perplexity after each chunk measured. */
-static double compare_running(const char *what, const double *ours, const cJSON *golden_running, int n_chunks,
-                              double tol) {
+static double compare_running(const char *what, const double *ours, const cJSON *golden_running, int n_chunks) {
     double worst = 0;
     for (int i = 0; i < n_chunks; i++) {
         const double want = cJSON_GetArrayItem(golden_running, i)->valuedouble, d = rel_diff(ours[i], want);
-        CHECK_MSG(d <= tol, "%s after chunk %d: PPL %.6f vs b1892 %.6f (relative %.2e > %.0e)", what, i + 1, ours[i],
-                  want, d, tol);
+        CHECK_MSG(d <= SYNTH_REL_TOL, "%s after chunk %d: PPL %.6f vs b1892 %.6f (relative %.2e > %.0e)", what, i + 1,
+                  ours[i], want, d, SYNTH_REL_TOL);
         if (d > worst) worst = d;
     }
     return worst;
@@ -353,9 +275,8 @@ static void check_synth(llama_token *tokens, int n_tokens) {
     snprintf(src_path, sizeof src_path, "%s", src);
     struct quantize_imatrix *im = quantize_imatrix_load(test_require_shared("models/synth-k/synth-k.imatrix"));
     CHECK(im != NULL);
-    const char *all_env = getenv("LLAMAC_TEST_ALL");
-    const bool all = all_env && *all_env && strcmp(all_env, "0") != 0;
-    const bool subset = UNDER_ASAN && !all;
+    const bool all = test_run_all();
+    const bool subset = TEST_UNDER_ASAN && !all;
     /* every chunk of the text with LLAMAC_TEST_ALL=1, else the first */
     const int n_chunks = all ? n_tokens / SYNTH_N_CTX : 1;
     const int32_t n_vocab = 512;
@@ -363,7 +284,7 @@ static void check_synth(llama_token *tokens, int n_tokens) {
     float *scratch = malloc((size_t)SYNTH_N_CTX * n_vocab * sizeof *scratch);
     double running[16];
     int n_res = 0, n_identical = 0, n_quantized = 0;
-    double worst_exact = 0, worst_pending = 0;
+    double worst = 0;
     const cJSON *model;
     CHECK(scratch && n_chunks <= 16);
     cJSON_ArrayForEach(model, cJSON_GetObjectItem(golden, "models")) {
@@ -376,8 +297,6 @@ static void check_synth(llama_token *tokens, int n_tokens) {
         CHECK_EQ_INT(cJSON_GetObjectItem(run0, "n_ctx")->valueint, SYNTH_N_CTX);
         const cJSON *golden_running = cJSON_GetObjectItem(run0, "running_ppl_after_each_chunk");
         CHECK_EQ_INT(cJSON_GetArraySize(golden_running), n_tokens / SYNTH_N_CTX);
-        const bool pending = is_pending(model);
-        const double tol = pending ? PENDING_REL_TOL : EXACT_REL_TOL;
 
         struct synth_result *r = &res[n_res++];
         snprintf(r->file, sizeof r->file, "%s", file);
@@ -388,28 +307,27 @@ static void check_synth(llama_token *tokens, int n_tokens) {
         bool identical = true;
         if (!is_source) {
             n_quantized++;
-            identical = files_equal(ours, shared);
+            identical = test_files_equal(ours, shared);
             n_identical += identical;
         }
         CHECK_MSG(measure_chunks(ours, tokens, n_chunks, r->logits, scratch, running), "%s: %s", file, error_last());
-        const double d = compare_running(file, running, golden_running, n_chunks, tol);
+        const double d = compare_running(file, running, golden_running, n_chunks);
         printf("%-24s%s PPL after %d chunk(s) %10.4f  b1892 %10.4f  worst rel diff %.2e%s\n", file,
                is_source ? " " : "*", n_chunks, running[n_chunks - 1], cJSON_GetArrayItem(golden_running, n_chunks - 1)->valuedouble,
                d, identical ? "" : "  (file differs from b1892's)");
-        if (pending && d > worst_pending) worst_pending = d;
-        if (!pending && d > worst_exact) worst_exact = d;
+        if (d > worst) worst = d;
         if (!identical) {
             /* not the file b1892 measured: measure that one as well */
             float *first = malloc((size_t)SYNTH_N_CTX * n_vocab * sizeof *first);
             CHECK(first && measure_chunks(shared, tokens, n_chunks, first, scratch, running));
-            compare_running(rel, running, golden_running, n_chunks, tol);
+            compare_running(rel, running, golden_running, n_chunks);
             free(first);
         }
         if (!is_source) remove(ours);
     }
     free(scratch);
     printf("(* = our quantization of synth-k-F32; %d of %d byte-identical to b1892's files)\n", n_identical, n_quantized);
-    printf("worst relative difference: %.2e (bit-exact types), %.2e (pending types)\n", worst_exact, worst_pending);
+    printf("worst relative difference: %.2e\n", worst);
 
     const struct synth_result *f32 = find_result(res, n_res, "synth-k-F32.gguf");
     CHECK(f32 != NULL);
@@ -469,8 +387,8 @@ static double hs_reference_logprob(struct llama_context *ctx, const struct llama
 
 static void check_hellaswag(void) {
     const char *model_path = test_require_shared("models/stories260K.gguf");
-    const char *tasks_path = tmp_path("tasks.txt");
-    write_file(tasks_path, k_hs_text);
+    const char *tasks_path = test_tmp_path("tasks.txt");
+    CHECK(test_write_file(tasks_path, k_hs_text, strlen(k_hs_text)));
 
     /* expected: the task order of b1892 (mt19937 seeded with 1), each task scored independently */
     char lines[HS_TASKS * 6][128];
@@ -490,11 +408,7 @@ static void check_hellaswag(void) {
         memmove(&left[k], &left[k + 1], (size_t)(n_left - k - 1) * sizeof *left);
     }
     struct llama_model *model = llama_load_model_from_file(model_path, llama_model_default_params());
-    struct llama_context_params cp = llama_context_default_params();
-    cp.n_ctx = cp.n_batch = 128;
-    cp.n_threads = cp.n_threads_batch = 2;
-    cp.logits_all = true;
-    struct llama_context *ctx = model ? llama_new_context_with_model(model, cp) : NULL;
+    struct llama_context *ctx = model ? golden_scoring_context(model, 128) : NULL;
     CHECK(ctx != NULL);
     if (!ctx) return;
     char want[1024] = "\ntask\tacc_norm\n";
@@ -523,67 +437,56 @@ static void check_hellaswag(void) {
     /* a test that can fail: some tasks must be solved and some not */
     CHECK_MSG(n_solved > 0 && n_solved < HS_TASKS, "%d of %d tasks solved", n_solved, HS_TASKS);
 
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' --hellaswag -c 128 -t 1 2>/dev/null",
-             LLAMAC_BINARY_DIR, model_path, tasks_path);
-    int status;
-    char *out = run_capture(cmd, &status);
-    CHECK(status == 0);
-    CHECK_MSG(out && strcmp(out, want) == 0, "hellaswag:\n got: %s\nwant: %s", out, want);
+    struct cli_result r = cli_run((const char *[]){ "perplexity", "-m", model_path, "-f", tasks_path, "--hellaswag",
+                                                    "-c", "128", "-t", "1", NULL },
+                                  NULL, 300);
+    CHECK_MSG(r.status == 0, "%s", r.err);
+    CHECK_MSG(strcmp(r.out, want) == 0, "hellaswag:\n got: %s\nwant: %s", r.out, want);
     printf("hellaswag: %d of %d tasks solved, order %d %d %d %d %d\n", n_solved, HS_TASKS, order[0], order[1],
            order[2], order[3], order[4]);
-    free(out);
+    cli_result_free(&r);
 
     /* --hellaswag-tasks 2: the first two of the same order */
-    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' --hellaswag --hellaswag-tasks 2 -c 128 -t 1 2>/dev/null",
-             LLAMAC_BINARY_DIR, model_path, tasks_path);
-    out = run_capture(cmd, &status);
+    r = cli_run((const char *[]){ "perplexity", "-m", model_path, "-f", tasks_path, "--hellaswag", "--hellaswag-tasks",
+                                  "2", "-c", "128", "-t", "1", NULL },
+                NULL, 300);
     char *third = strstr(want, "\n3\t");
     if (third) strcpy(third + 1, "\n");
-    CHECK_MSG(status == 0 && out && strcmp(out, want) == 0, "hellaswag-tasks 2:\n got: %s\nwant: %s", out, want);
-    free(out);
+    CHECK_MSG(r.status == 0 && strcmp(r.out, want) == 0, "hellaswag-tasks 2:\n got: %s\nwant: %s", r.out, want);
+    cli_result_free(&r);
 
     /* a file whose lines are not a multiple of 6 */
-    write_file(tasks_path, "context\n0\na\nb\nc\n");
-    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' --hellaswag -c 128 2>&1", LLAMAC_BINARY_DIR,
-             model_path, tasks_path);
-    out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "not a multiple of 6"));
-    free(out);
+    const char *bad = "context\n0\na\nb\nc\n";
+    CHECK(test_write_file(tasks_path, bad, strlen(bad)));
+    r = cli_run((const char *[]){ "perplexity", "-m", model_path, "-f", tasks_path, "--hellaswag", "-c", "128", NULL },
+                NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "not a multiple of 6"));
+    cli_result_free(&r);
     remove(tasks_path);
 }
 
 static void check_errors(const char *text_path) {
     const char *model = test_require_shared("models/stories260K.gguf");
-    char cmd[1024];
-    int status;
-    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f '%s' -c 512 2>&1", LLAMAC_BINARY_DIR, model, text_path);
-    char *out = run_capture(cmd, &status);
-    CHECK_MSG(status != 0 && out && strstr(out, "you need at least 1024 tokens"), "%s", out);
-    free(out);
-    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' 2>&1", LLAMAC_BINARY_DIR, model);
-    out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "no text given"));
-    free(out);
-    snprintf(cmd, sizeof cmd, "%s/llamac perplexity -m '%s' -f /nonexistent.txt 2>&1", LLAMAC_BINARY_DIR, model);
-    out = run_capture(cmd, &status);
-    CHECK(status != 0 && out && strstr(out, "cannot read prompt file"));
-    free(out);
+    struct cli_result r = cli_run((const char *[]){ "perplexity", "-m", model, "-f", text_path, "-c", "512", NULL },
+                                  NULL, 300);
+    CHECK_MSG(r.status != 0 && strstr(r.err, "you need at least 1024 tokens"), "%s", r.err);
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "perplexity", "-m", model, NULL }, NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "no text given"));
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "perplexity", "-m", model, "-f", "/nonexistent.txt", NULL }, NULL, 300);
+    CHECK(r.status != 0 && strstr(r.err, "cannot read prompt file"));
+    cli_result_free(&r);
 }
 
 int main(void) {
     llama_backend_init(false);
-    snprintf(g_dir, sizeof g_dir, "/tmp/llamac-ppl-XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    test_tmp_dir_create("llamac-ppl");
     cJSON *golden = golden_load("golden/perplexity-stories260K.json");
     const char *text = cJSON_GetObjectItem(golden, "text")->valuestring;
-    const char *text_path = tmp_path("text.txt");
-    char text_file[256];
-    snprintf(text_file, sizeof text_file, "%s", text_path);
-    write_file(text_file, text);
+    char text_file[512];
+    snprintf(text_file, sizeof text_file, "%s", test_tmp_path("text.txt"));
+    CHECK(test_write_file(text_file, text, strlen(text)));
 
     /* our tokenizer gives the golden tokens */
     struct llama_model *vocab = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"),
@@ -603,8 +506,7 @@ int main(void) {
     check_hellaswag();
     check_synth(tokens, n_tokens);
 
-    remove(text_file);
-    rmdir(g_dir);
+    test_tmp_dir_remove();
     cJSON_Delete(golden);
     llama_backend_free();
     return test_finish("test_perplexity");

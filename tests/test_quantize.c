@@ -16,73 +16,35 @@
 #include <cjson/cJSON.h>
 #include <ctype.h>
 #include <dirent.h>
-#include <ftw.h>
 #include <stdlib.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_test_util.h"
 #include "core/fp16.h"
 #include "core/log.h"
+#include "golden_eval.h"
 #include "gguf/gguf.h"
 #include "llama.h"
 #include "quant/quant.h"
 #include "quantize/quantize.h"
-#include "test_util.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
-
-static char g_dir[64];
-
-/* tmp_file, synth and upper_type_name return rotating static buffers: copy what must live long. */
-
-static const char *tmp_file(const char *name) {
-    static char buf[8][256];
-    static int slot;
-    char *p = buf[slot++ % 8];
-    snprintf(p, sizeof buf[0], "%s/%s", g_dir, name);
-    return p;
-}
+/* synth and upper_type_name return rotating static buffers (as test_tmp_path does): copy what must live long. */
 
 static bool file_exists(const char *path) {
     return access(path, F_OK) == 0;
 }
 
-static bool files_equal(const char *a, const char *b) {
-    size_t na = 0, nb = 0;
-    char *da = test_read_file(a, &na), *db = test_read_file(b, &nb);
-    bool eq = da && db && na == nb && memcmp(da, db, na) == 0;
-    free(da);
-    free(db);
-    return eq;
-}
-
-static bool write_bytes(const char *path, const void *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return false;
-    bool ok = fwrite(data, 1, n, f) == n;
-    return fclose(f) == 0 && ok;
-}
-
 static bool copy_file(const char *from, const char *to) {
     size_t n = 0;
     char *data = test_read_file(from, &n);
-    bool ok = data && write_bytes(to, data, n);
+    bool ok = data && test_write_file(to, data, n);
     free(data);
     return ok;
 }
 
 /* No "*.tmp-*" leftovers of the temp-file-then-rename output in the test directory. */
 static int count_temp_files(void) {
-    DIR *d = opendir(g_dir);
+    DIR *d = opendir(test_tmp_dir());
     int n = 0;
     for (struct dirent *e; d && (e = readdir(d));) n += strstr(e->d_name, ".tmp-") != NULL;
     if (d) closedir(d);
@@ -177,8 +139,8 @@ static void imx_entry(struct imx_builder *b, const char *name, int32_t ncall, in
 }
 
 static bool imx_loads(const struct imx_builder *b) {
-    const char *path = tmp_file("x.imatrix");
-    CHECK(write_bytes(path, b->bytes, b->n));
+    const char *path = test_tmp_path("x.imatrix");
+    CHECK(test_write_file(path, b->bytes, b->n));
     struct quantize_imatrix *im = quantize_imatrix_load(path);
     bool ok = im != NULL;
     if (!ok) CHECK(strstr(error_last(), "x.imatrix") != NULL);
@@ -234,8 +196,8 @@ static void test_imatrix_hostile(void) {
     imx_entry(&b, "b.weight", 0, 1, 5.0f);
     imx_entry(&b, "a.weight", 4, 3, 2.0f);
     imx_i32(&b, 12345);
-    const char *path = tmp_file("ok.imatrix");
-    CHECK(write_bytes(path, b.bytes, b.n));
+    const char *path = test_tmp_path("ok.imatrix");
+    CHECK(test_write_file(path, b.bytes, b.n));
     struct quantize_imatrix *im = quantize_imatrix_load(path);
     CHECK_MSG(im != NULL, "%s", error_last());
     if (im) {
@@ -247,7 +209,7 @@ static void test_imatrix_hostile(void) {
         CHECK_EQ_INT(quantize_imatrix_count(im), 2);
     }
     quantize_imatrix_free(im);
-    CHECK(quantize_imatrix_load(tmp_file("absent.imatrix")) == NULL);
+    CHECK(quantize_imatrix_load(test_tmp_path("absent.imatrix")) == NULL);
 }
 
 /* ---- the mix on models other than synth-k -------------------------------------------- */
@@ -408,16 +370,10 @@ static bool in_asan_subset(const char *file) {
 }
 
 static void test_golden_synth_k(void) {
-    size_t size;
-    char *json = test_read_file(test_require_shared("golden/eval-synth-k.json"), &size);
-    cJSON *root = json ? cJSON_Parse(json) : NULL;
-    free(json);
-    CHECK(root != NULL);
-    if (!root) return;
+    cJSON *root = golden_load("golden/eval-synth-k.json");
     struct quantize_imatrix *im = quantize_imatrix_load(synth("synth-k.imatrix"));
     CHECK(im != NULL);
-    const char *all = getenv("LLAMAC_TEST_ALL");
-    const bool subset = UNDER_ASAN && !(all && *all && strcmp(all, "0") != 0);
+    const bool subset = TEST_UNDER_ASAN && !test_run_all();
     char src[256];
     snprintf(src, sizeof src, "%s", synth("synth-k-F32.gguf"));
     int n_files = 0, n_whole_identical = 0;
@@ -432,7 +388,7 @@ static void test_golden_synth_k(void) {
         p.pure = strstr(recipe, "--pure") != NULL;
         p.imatrix = strstr(recipe, "--imatrix") ? im : NULL;
         char out[256];
-        snprintf(out, sizeof out, "%s", tmp_file(file));
+        snprintf(out, sizeof out, "%s", test_tmp_path(file));
         const uint32_t rc = llama_model_quantize(src, out, &p);
         CHECK_MSG(rc == 0, "%s: %s", file, error_last());
         if (rc != 0) continue;
@@ -457,7 +413,7 @@ static void test_golden_synth_k(void) {
         char want_rel[128];
         snprintf(want_rel, sizeof want_rel, "models/synth-k/%s", file);
         const struct compare_result c = compare_with_reference(out, test_require_shared(want_rel), file);
-        const bool whole = files_equal(out, test_require_shared(want_rel));
+        const bool whole = test_files_equal(out, test_require_shared(want_rel));
         CHECK_MSG(whole, "%s: the file differs from b1892's", file);
         n_whole_identical += whole;
         printf("  %-24s %2d/%2d tensors byte-identical to b1892%s\n", file, c.n_identical, c.n_tensors,
@@ -481,14 +437,14 @@ static void test_whole_files(void) {
         { "models/synth-moe/synth-moe-F32.gguf", "models/synth-moe/synth-moe-Q8_0.gguf", LLAMA_FTYPE_MOSTLY_Q8_0 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *out = tmp_file("whole.gguf");
+        const char *out = test_tmp_path("whole.gguf");
         llama_model_quantize_params p = params_for(cases[i].ftype);
         CHECK_MSG(llama_model_quantize(test_require_shared(cases[i].in), out, &p) == 0, "%s", error_last());
-        CHECK_MSG(files_equal(out, test_require_shared(cases[i].want)), "%s differs", cases[i].want);
+        CHECK_MSG(test_files_equal(out, test_require_shared(cases[i].want)), "%s differs", cases[i].want);
         remove(out);
     }
     /* F16 keeps 172-wide rows (block size 1); the 64-wide output becomes Q8_0 (b1892's stories260K-F16) */
-    const char *out = tmp_file("st-f16.gguf");
+    const char *out = test_tmp_path("st-f16.gguf");
     llama_model_quantize_params p = params_for(LLAMA_FTYPE_MOSTLY_F16);
     CHECK(llama_model_quantize(test_require_shared("models/stories260K.gguf"), out, &p) == 0);
     struct compare_result c = compare_with_reference(out, test_require_shared("models/stories260K-F16.gguf"), "F16");
@@ -505,11 +461,11 @@ static bool quantize(const char *in, const char *out, llama_model_quantize_param
 
 static void test_only_copy(void) {
     /* a quantized model copies to the same bytes (its file type and version are already set) */
-    const char *out = tmp_file("copy.gguf");
+    const char *out = test_tmp_path("copy.gguf");
     llama_model_quantize_params p = params_for(LLAMA_FTYPE_ALL_F32); /* what `quantize ... COPY` passes */
     p.only_copy = true;
     CHECK(quantize(synth("synth-k-Q4_K_M.gguf"), out, p));
-    CHECK(files_equal(out, synth("synth-k-Q4_K_M.gguf")));
+    CHECK(test_files_equal(out, synth("synth-k-Q4_K_M.gguf")));
     /* F32 input: data unchanged, general.file_type kept (0), quantization version added */
     CHECK(quantize(synth("synth-k-F32.gguf"), out, p));
     struct gguf_reader *a = gguf_open_file(out, true), *b = gguf_open_file(synth("synth-k-F32.gguf"), true);
@@ -534,7 +490,7 @@ static void test_only_copy(void) {
 }
 
 static void test_leave_output_tensor(void) {
-    const char *out = tmp_file("leave.gguf");
+    const char *out = test_tmp_path("leave.gguf");
     llama_model_quantize_params p = params_for(LLAMA_FTYPE_MOSTLY_Q4_0);
     p.quantize_output_tensor = false;
     CHECK(quantize(synth("synth-k-F32.gguf"), out, p));
@@ -591,10 +547,10 @@ static void check_against_reference(const char *out, const char *in) {
 }
 
 static void test_requantize(void) {
-    const char *out = tmp_file("requant.gguf");
+    const char *out = test_tmp_path("requant.gguf");
     llama_model_quantize_params p = params_for(LLAMA_FTYPE_MOSTLY_Q4_0);
     /* refused without allow_requantize: no file, and an existing one is left alone */
-    CHECK(write_bytes(out, "keep", 4));
+    CHECK(test_write_file(out, "keep", 4));
     error_clear();
     CHECK(!quantize(synth("synth-k-Q8_0.gguf"), out, p));
     CHECK(strstr(error_last(), "requantizing from type q8_0 is disabled") != NULL);
@@ -620,10 +576,10 @@ static void test_requantize(void) {
 static void test_threads(void) {
     /* rows are quantized independently: any thread count gives the same file */
     char a[256], b[256], c[256], self[256];
-    snprintf(a, sizeof a, "%s", tmp_file("t1.gguf"));
-    snprintf(b, sizeof b, "%s", tmp_file("t5.gguf"));
-    snprintf(c, sizeof c, "%s", tmp_file("t0.gguf"));
-    snprintf(self, sizeof self, "%s", tmp_file("self.gguf"));
+    snprintf(a, sizeof a, "%s", test_tmp_path("t1.gguf"));
+    snprintf(b, sizeof b, "%s", test_tmp_path("t5.gguf"));
+    snprintf(c, sizeof c, "%s", test_tmp_path("t0.gguf"));
+    snprintf(self, sizeof self, "%s", test_tmp_path("self.gguf"));
     llama_model_quantize_params p = params_for(LLAMA_FTYPE_MOSTLY_Q4_K_M);
     p.nthread = 1;
     CHECK(quantize(synth("synth-k-F32.gguf"), a, p));
@@ -631,13 +587,13 @@ static void test_threads(void) {
     CHECK(quantize(synth("synth-k-F32.gguf"), b, p));
     p.nthread = 0; /* one per CPU */
     CHECK(quantize(synth("synth-k-F32.gguf"), c, p));
-    CHECK(files_equal(a, b));
-    CHECK(files_equal(a, c));
+    CHECK(test_files_equal(a, b));
+    CHECK(test_files_equal(a, c));
     /* quantizing a file onto itself works (the result is renamed over it at the end) */
     CHECK(copy_file(synth("synth-k-F32.gguf"), self));
     p.nthread = 2;
     CHECK(quantize(self, self, p));
-    CHECK(files_equal(self, a));
+    CHECK(test_files_equal(self, a));
     remove(a);
     remove(b);
     remove(c);
@@ -678,8 +634,8 @@ static bool write_odd_model(const char *path, bool with_i32) {
 
 static void test_odd_model(void) {
     char in[256], out[256];
-    snprintf(in, sizeof in, "%s", tmp_file("odd.gguf"));
-    snprintf(out, sizeof out, "%s", tmp_file("odd-q8.gguf"));
+    snprintf(in, sizeof in, "%s", test_tmp_path("odd.gguf"));
+    snprintf(out, sizeof out, "%s", test_tmp_path("odd-q8.gguf"));
     CHECK_MSG(write_odd_model(in, false), "%s", error_last());
     llama_model_quantize_params p = params_for(LLAMA_FTYPE_MOSTLY_Q8_0);
     p.nthread = 3;
@@ -745,26 +701,26 @@ static void write_variant(const char *path, const char *key, const char *value) 
 static void test_hostile(void) {
     char in[256], out[256];
     snprintf(in, sizeof in, "%s", synth("synth-k-F32.gguf"));
-    snprintf(out, sizeof out, "%s", tmp_file("bad.gguf"));
+    snprintf(out, sizeof out, "%s", test_tmp_path("bad.gguf"));
     llama_model_quantize_params p = params_for(LLAMA_FTYPE_MOSTLY_Q4_0);
 
-    check_fails(tmp_file("absent.gguf"), out, p, "absent.gguf");
+    check_fails(test_tmp_path("absent.gguf"), out, p, "absent.gguf");
     /* truncated and garbage inputs */
     size_t n;
     char *bytes = test_read_file(in, &n);
-    CHECK(bytes && write_bytes(tmp_file("trunc.gguf"), bytes, 5000));
-    check_fails(tmp_file("trunc.gguf"), out, p, "trunc.gguf");
+    CHECK(bytes && test_write_file(test_tmp_path("trunc.gguf"), bytes, 5000));
+    check_fails(test_tmp_path("trunc.gguf"), out, p, "trunc.gguf");
     memset(bytes, 0x5a, 4096);
-    CHECK(write_bytes(tmp_file("garbage.gguf"), bytes, 4096));
-    check_fails(tmp_file("garbage.gguf"), out, p, "garbage.gguf");
+    CHECK(test_write_file(test_tmp_path("garbage.gguf"), bytes, 4096));
+    check_fails(test_tmp_path("garbage.gguf"), out, p, "garbage.gguf");
     free(bytes);
     /* metadata b1892's loader needs */
-    write_variant(tmp_file("arch.gguf"), "general.architecture", "no-such-arch");
-    check_fails(tmp_file("arch.gguf"), out, p, "unknown model architecture");
-    write_variant(tmp_file("layers.gguf"), "llama.block_count", NULL);
-    check_fails(tmp_file("layers.gguf"), out, p, "llama.block_count");
-    write_variant(tmp_file("heads.gguf"), "llama.attention.head_count", "four");
-    check_fails(tmp_file("heads.gguf"), out, p, "llama.attention.head_count");
+    write_variant(test_tmp_path("arch.gguf"), "general.architecture", "no-such-arch");
+    check_fails(test_tmp_path("arch.gguf"), out, p, "unknown model architecture");
+    write_variant(test_tmp_path("layers.gguf"), "llama.block_count", NULL);
+    check_fails(test_tmp_path("layers.gguf"), out, p, "llama.block_count");
+    write_variant(test_tmp_path("heads.gguf"), "llama.attention.head_count", "four");
+    check_fails(test_tmp_path("heads.gguf"), out, p, "llama.attention.head_count");
 
     /* unwritable output */
     check_fails(in, "/nonexistent-dir/out.gguf", p, "/nonexistent-dir/out.gguf");
@@ -798,87 +754,78 @@ static void test_hostile(void) {
 
 /* ---- the CLI ------------------------------------------------------------------------------- */
 
-static int run_command(const char *cmd, char *out, size_t size) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, size - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void test_cli(void) {
-    static char out[1 << 16];
-    char cmd[4096], in[256];
+    char in[512], bad_out[512];
     snprintf(in, sizeof in, "%s", synth("synth-k-F32.gguf"));
-    snprintf(cmd, sizeof cmd, "%s/llamac quantize %s %s q8_0 2 2>&1", LLAMAC_BINARY_DIR, in, tmp_file("cli.gguf"));
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
-    CHECK(files_equal(tmp_file("cli.gguf"), synth("synth-k-Q8_0.gguf")));
+    snprintf(bad_out, sizeof bad_out, "%s", test_tmp_path("cli-bad.gguf"));
+    struct cli_result r = cli_run((const char *[]){ "quantize", in, test_tmp_path("cli.gguf"), "q8_0", "2", NULL },
+                                  NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    CHECK(test_files_equal(test_tmp_path("cli.gguf"), synth("synth-k-Q8_0.gguf")));
     /* per-tensor progress and the size summary */
-    CHECK(strstr(out, "[   1/  21]                    token_embd.weight - [  256,   512,     1,     1], type =    f32, "
-                      "quantizing to q8_0 .. size =     0.50 MiB ->     0.13 MiB") != NULL);
-    CHECK(strstr(out, "[   2/  21]                   output_norm.weight - [  256,     1,     1,     1], type =    f32, "
-                      "size =    0.001 MB") != NULL);
-    CHECK(strstr(out, "model size  =     7.00 MB") != NULL);
-    CHECK(strstr(out, "quant size  =     1.86 MB") != NULL);
+    CHECK(strstr(r.err, "[   1/  21]                    token_embd.weight - [  256,   512,     1,     1], type =    f32, "
+                        "quantizing to q8_0 .. size =     0.50 MiB ->     0.13 MiB") != NULL);
+    CHECK(strstr(r.err, "[   2/  21]                   output_norm.weight - [  256,     1,     1,     1], type =    f32, "
+                        "size =    0.001 MB") != NULL);
+    CHECK(strstr(r.err, "model size  =     7.00 MB") != NULL);
+    CHECK(strstr(r.err, "quant size  =     1.86 MB") != NULL);
+    cli_result_free(&r);
     /* the type by number, OUT left out: ggml-model-TYPE.gguf beside IN; COPY */
-    CHECK(copy_file(in, tmp_file("in.gguf")));
-    snprintf(cmd, sizeof cmd, "%s/llamac quantize --pure %s 2 2>&1", LLAMAC_BINARY_DIR, tmp_file("in.gguf"));
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
-    CHECK(files_equal(tmp_file("ggml-model-Q4_0.gguf"), synth("synth-k-Q4_0-pure.gguf")));
-    snprintf(cmd, sizeof cmd, "%s/llamac quantize %s %s COPY 2>&1", LLAMAC_BINARY_DIR,
-             synth("synth-k-Q2_K.gguf"), tmp_file("copy.gguf"));
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
-    CHECK(files_equal(tmp_file("copy.gguf"), synth("synth-k-Q2_K.gguf")));
+    CHECK(copy_file(in, test_tmp_path("in.gguf")));
+    r = cli_run((const char *[]){ "quantize", "--pure", test_tmp_path("in.gguf"), "2", NULL }, NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    cli_result_free(&r);
+    CHECK(test_files_equal(test_tmp_path("ggml-model-Q4_0.gguf"), synth("synth-k-Q4_0-pure.gguf")));
+    r = cli_run((const char *[]){ "quantize", synth("synth-k-Q2_K.gguf"), test_tmp_path("copy.gguf"), "COPY", NULL },
+                NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    cli_result_free(&r);
+    CHECK(test_files_equal(test_tmp_path("copy.gguf"), synth("synth-k-Q2_K.gguf")));
     /* --leave-output-tensor and --allow-requantize reach the library */
-    snprintf(cmd, sizeof cmd, "%s/llamac quantize --leave-output-tensor %s %s Q8_0 2>&1", LLAMAC_BINARY_DIR,
-             synth("synth-k-F16.gguf"), tmp_file("leave.gguf"));
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
-    snprintf(cmd, sizeof cmd, "%s/llamac quantize %s %s Q8_0 2>&1", LLAMAC_BINARY_DIR, synth("synth-k-F16.gguf"),
-             tmp_file("requant.gguf"));
-    CHECK(run_command(cmd, out, sizeof out) != 0);
-    CHECK(strstr(out, "requantizing from type q6_K is disabled") != NULL);
-    snprintf(cmd, sizeof cmd, "%s/llamac quantize --allow-requantize %s %s Q8_0 2>&1", LLAMAC_BINARY_DIR,
-             synth("synth-k-F16.gguf"), tmp_file("requant.gguf"));
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
+    r = cli_run((const char *[]){ "quantize", "--leave-output-tensor", synth("synth-k-F16.gguf"),
+                                  test_tmp_path("leave.gguf"), "Q8_0", NULL },
+                NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "quantize", synth("synth-k-F16.gguf"), test_tmp_path("requant.gguf"), "Q8_0", NULL },
+                NULL, 300);
+    CHECK(r.status != 0);
+    CHECK(strstr(r.err, "requantizing from type q6_K is disabled") != NULL);
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "quantize", "--allow-requantize", synth("synth-k-F16.gguf"),
+                                  test_tmp_path("requant.gguf"), "Q8_0", NULL },
+                NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    cli_result_free(&r);
     /* errors: unknown type, low-bit type without --imatrix, unreadable --imatrix, mixed filters */
-    static const char *const bad[] = {
-        "%s/llamac quantize %s %s Q7_X 2>&1",
-        "%s/llamac quantize %s %s IQ2_XS 2>&1",
-        "%s/llamac quantize %s %s Q2_K_S 2>&1",
-        "%s/llamac quantize --imatrix /nonexistent.imatrix %s %s IQ2_XS 2>&1",
-        "%s/llamac quantize --include-weights a --exclude-weights b %s %s Q4_0 2>&1",
-        "%s/llamac quantize %s %s Q4_0 many 2>&1",
-        "%s/llamac quantize --bogus %s %s Q4_0 2>&1",
+    const char *const bad[][10] = {
+        { "quantize", in, bad_out, "Q7_X", NULL },
+        { "quantize", in, bad_out, "IQ2_XS", NULL },
+        { "quantize", in, bad_out, "Q2_K_S", NULL },
+        { "quantize", "--imatrix", "/nonexistent.imatrix", in, bad_out, "IQ2_XS", NULL },
+        { "quantize", "--include-weights", "a", "--exclude-weights", "b", in, bad_out, "Q4_0", NULL },
+        { "quantize", in, bad_out, "Q4_0", "many", NULL },
+        { "quantize", "--bogus", in, bad_out, "Q4_0", NULL },
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        snprintf(cmd, sizeof cmd, bad[i], LLAMAC_BINARY_DIR, in, tmp_file("cli-bad.gguf"));
-        CHECK_MSG(run_command(cmd, out, sizeof out) != 0, "%s", cmd);
-        CHECK_MSG(strstr(out, "llamac quantize: ") != NULL, "%s: %s", cmd, out);
-        CHECK(!file_exists(tmp_file("cli-bad.gguf")));
+        r = cli_run(bad[i], NULL, 300);
+        CHECK_MSG(r.status != 0, "case %zu", i);
+        CHECK_MSG(strstr(r.err, "llamac quantize: ") != NULL, "case %zu: %s", i, r.err);
+        CHECK(!file_exists(bad_out));
+        cli_result_free(&r);
     }
     /* --help lists b1892's types with their numbers */
-    snprintf(cmd, sizeof cmd, "%s/llamac quantize --help 2>&1", LLAMAC_BINARY_DIR);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
-    CHECK(strstr(out, "  19  or  IQ2_XXS : ") != NULL);
-    CHECK(strstr(out, "  21  or  Q2_K_S  : ") != NULL);
-    CHECK(strstr(out, "  12  or  Q3_K    : alias for Q3_K_M") != NULL);
-    CHECK(strstr(out, "          COPY    : ") != NULL);
-}
-
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st;
-    (void)flag;
-    (void)ftw;
-    return remove(path);
+    r = cli_run((const char *[]){ "quantize", "--help", NULL }, NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    CHECK(strstr(r.out, "  19  or  IQ2_XXS : ") != NULL);
+    CHECK(strstr(r.out, "  21  or  Q2_K_S  : ") != NULL);
+    CHECK(strstr(r.out, "  12  or  Q3_K    : alias for Q3_K_M") != NULL);
+    CHECK(strstr(r.out, "          COPY    : ") != NULL);
+    cli_result_free(&r);
 }
 
 int main(void) {
-    snprintf(g_dir, sizeof g_dir, "/tmp/test_quantize_XXXXXX");
-    if (!mkdtemp(g_dir)) {
-        perror("mkdtemp");
-        return 1;
-    }
+    test_tmp_dir_create("test_quantize");
     test_imatrix_load();
     test_imatrix_hostile();
     test_mix_rules();
@@ -891,6 +838,6 @@ int main(void) {
     test_odd_model();
     test_hostile();
     test_cli();
-    nftw(g_dir, remove_entry, 8, FTW_DEPTH | FTW_PHYS);
+    test_tmp_dir_remove();
     return test_finish("test_quantize");
 }

@@ -398,14 +398,7 @@ static double json_num(const cJSON *obj, const char *key) {
 }
 
 static void test_golden_draws(void) {
-    const char *path = test_require_shared("golden/sampling-stories260K.json");
-    char *text = test_read_file(path, NULL);
-    cJSON *root = text ? cJSON_Parse(text) : NULL;
-    CHECK(root != NULL);
-    if (!root) {
-        free(text);
-        return;
-    }
+    cJSON *root = golden_load("golden/sampling-stories260K.json");
     int n_draws = 0, n_mu = 0, n_cases = 0;
     const cJSON *cases = cJSON_GetObjectItemCaseSensitive(root, "cases");
     const cJSON *cs;
@@ -465,7 +458,6 @@ static void test_golden_draws(void) {
     CHECK_EQ_INT(n_mu, 4 * 64);
     printf("golden sampling traces: %d draws and %d mirostat updates checked\n", n_draws, n_mu);
     cJSON_Delete(root);
-    free(text);
 }
 
 int main(void) {

@@ -34,13 +34,6 @@ static size_t b64_decode(const char *in, uint8_t *out) {
     return n;
 }
 
-static bool write_file(const char *path, const uint8_t *data, size_t n) {
-    FILE *f = fopen(path, "wb");
-    if (!f) return false;
-    bool ok = fwrite(data, 1, n, f) == n;
-    return fclose(f) == 0 && ok;
-}
-
 static void greedy(struct llama_context *ctx, int pos, int n, llama_token *out) {
     const int n_vocab = llama_n_vocab(g_model);
     for (int i = 0; i < n; i++) {
@@ -127,7 +120,7 @@ static void test_round_trip_and_corruption(void) {
     const char *bad = "test_session_bad.bin";
     int rejected = 0, tried = 0;
     for (size_t len = 0; len < size; len += len < 200 ? 1 : 97) {
-        CHECK(write_file(bad, bytes, len));
+        CHECK(test_write_file(bad, bytes, len));
         tried++;
         rejected += !llama_load_session_file(ctx3, bad, back, 64, &n_back);
     }
@@ -139,7 +132,7 @@ static void test_round_trip_and_corruption(void) {
         memcpy(copy, bytes, size);
         copy[offs[i]] ^= 0x5a;
         copy[offs[i] + 3] ^= 0x40;
-        CHECK(write_file(bad, copy, size));
+        CHECK(test_write_file(bad, copy, size));
         CHECK_MSG(!llama_load_session_file(ctx3, bad, back, 64, &n_back), "corruption at %zu accepted", offs[i]);
         free(copy);
     }
@@ -149,7 +142,7 @@ static void test_round_trip_and_corruption(void) {
         uint8_t *copy = malloc(size);
         memcpy(copy, bytes, size);
         copy[test_rand_u64(&rng) % size] ^= (uint8_t)(1 + test_rand_u64(&rng) % 255);
-        CHECK(write_file(bad, copy, size));
+        CHECK(test_write_file(bad, copy, size));
         struct llama_context *tmp = new_ctx();
         if (llama_load_session_file(tmp, bad, back, 64, &n_back)) {
             llama_token t = 1;
@@ -188,7 +181,7 @@ int main(void) {
     size_t size = b64_decode(b64, file);
     CHECK_EQ_INT(size, 15200);
     const char *path = "test_session_golden.bin";
-    CHECK(write_file(path, file, size));
+    CHECK(test_write_file(path, file, size));
     test_golden_file(golden, file, size, path);
     test_round_trip_and_corruption();
     unlink(path);

@@ -18,9 +18,9 @@
  */
 #include "test_util.h"
 
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_test_util.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
 #include "llama.h"
@@ -451,45 +451,36 @@ static void test_bad_params(const struct data *d) {
 
 /* ---- the command line -------------------------------------------------------------------- */
 
-static int run_command(const char *cmd, char *out, size_t size) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, size - 1, p);
-    out[n] = '\0';
-    const int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-static void write_text(const char *path, const char *text) {
-    FILE *f = fopen(path, "wb");
-    CHECK(f && fwrite(text, 1, strlen(text), f) == strlen(text));
-    if (f) fclose(f);
-}
-
 static void test_cli(const struct data *d) {
-    char dir[] = "/tmp/test_train_cli_XXXXXX";
-    CHECK(mkdtemp(dir) != NULL);
-    char train[300], valid[300], model[300], model2[300], log[300], ckpt[300], cmd[4096], out[16384];
-    snprintf(train, sizeof train, "%s/train.txt", dir);
-    snprintf(valid, sizeof valid, "%s/valid.txt", dir);
-    snprintf(model, sizeof model, "%s/model.gguf", dir);
-    snprintf(model2, sizeof model2, "%s/model2.gguf", dir);
-    snprintf(log, sizeof log, "%s/train.log", dir);
-    snprintf(ckpt, sizeof ckpt, "%s/train.ckpt", dir);
-    write_text(train, g_corpus);
-    write_text(valid, g_valid);
-    const char *shape = "--n-embd 32 --n-layer 2 --n-head 4 --n-head-kv 2 --n-ff 64 --n-ctx 16 --batch 4 --steps 6 "
-                        "--warmup 2 --lr 1e-2 --seed 5 -t 2";
-    snprintf(cmd, sizeof cmd,
-             "%s/llamac train --vocab %s --train-data %s --valid-data %s %s --eval-interval 3 --log-interval 2 "
-             "--log %s --checkpoint %s --checkpoint-interval 3 -o %s 2>&1",
-             LLAMAC_BINARY_DIR, d->vocab_path, train, valid, shape, log, ckpt, model);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
+    char train[512], valid[512], model[512], model2[512], log[512], ckpt[512];
+    snprintf(train, sizeof train, "%s", test_tmp_path("train.txt"));
+    snprintf(valid, sizeof valid, "%s", test_tmp_path("valid.txt"));
+    snprintf(model, sizeof model, "%s", test_tmp_path("model.gguf"));
+    snprintf(model2, sizeof model2, "%s", test_tmp_path("model2.gguf"));
+    snprintf(log, sizeof log, "%s", test_tmp_path("train.log"));
+    snprintf(ckpt, sizeof ckpt, "%s", test_tmp_path("train.ckpt"));
+    CHECK(test_write_file(train, g_corpus, strlen(g_corpus)));
+    CHECK(test_write_file(valid, g_valid, strlen(g_valid)));
+    const char *const data[] = { "train", "--vocab", d->vocab_path, "--train-data", train, "--valid-data", valid, NULL };
+    const char *const shape[] = { "--n-embd", "32", "--n-layer", "2", "--n-head", "4", "--n-head-kv", "2", "--n-ff",
+                                  "64", "--n-ctx", "16", "--batch", "4", "--steps", "6", "--warmup", "2", "--lr",
+                                  "1e-2", "--seed", "5", "-t", "2", NULL };
+    const char *args[64];
+    struct cli_result r = cli_run(cli_args_join(args, 64, (const char *const *[]){
+                                      data, shape,
+                                      (const char *[]){ "--eval-interval", "3", "--log-interval", "2", "--log", log,
+                                                        "--checkpoint", ckpt, "--checkpoint-interval", "3", "-o",
+                                                        model, NULL },
+                                      NULL }),
+                                  NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    const char *out = r.out;
     CHECK_MSG(strstr(out, "data:     209 training tokens, 41 validation tokens") != NULL, "%s", out);
     CHECK_MSG(strstr(out, "step      0/6  val_loss") != NULL, "%s", out);
     CHECK_MSG(strstr(out, "step      3/6  loss") != NULL && strstr(out, "step      6/6  loss") != NULL, "%s", out);
     CHECK(strstr(out, "tok/s") != NULL && strstr(out, "ETA") != NULL);
     CHECK_MSG(strstr(out, "saved checkpoint") != NULL && strstr(out, "wrote ") != NULL, "%s", out);
+    cli_result_free(&r);
     /* the log: a header, step 0 (validation only), then every update */
     size_t n_log = 0;
     char *text = test_read_file(log, &n_log);
@@ -503,41 +494,36 @@ static void test_cli(const struct data *d) {
     CHECK_EQ_INT(lines, 8);
     CHECK_EQ_INT(with_val, 1 + 3); /* the header, steps 0, 3 and 6 */
     free(text);
-    struct gguf_reader *r = gguf_open_file(model, true);
+    struct gguf_reader *gr = gguf_open_file(model, true);
     const char *name = NULL;
-    CHECK(r && gguf_get_str(r, "general.name", &name) && strcmp(name, "llamac model") == 0);
-    gguf_close(r);
+    CHECK(gr && gguf_get_str(gr, "general.name", &name) && strcmp(name, "llamac model") == 0);
+    gguf_close(gr);
 
     /* resuming the finished run writes the same model without training */
-    snprintf(cmd, sizeof cmd, "%s/llamac train --vocab %s --train-data %s --valid-data %s %s --resume %s -o %s 2>&1",
-             LLAMAC_BINARY_DIR, d->vocab_path, train, valid, shape, ckpt, model2);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
-    CHECK_MSG(strstr(out, "resumed:  ") != NULL && strstr(out, "step ") == NULL, "%s", out);
-    size_t n1 = 0, n2 = 0;
-    char *m1 = test_read_file(model, &n1), *m2 = test_read_file(model2, &n2);
-    CHECK(m1 && m2 && n1 == n2 && memcmp(m1, m2, n1) == 0);
-    free(m1);
-    free(m2);
+    r = cli_run(cli_args_join(args, 64, (const char *const *[]){
+                    data, shape, (const char *[]){ "--resume", ckpt, "-o", model2, NULL }, NULL }),
+                NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    CHECK_MSG(strstr(r.out, "resumed:  ") != NULL && strstr(r.out, "step ") == NULL, "%s", r.out);
+    cli_result_free(&r);
+    CHECK(test_files_equal(model, model2));
 
     /* errors are one line */
-    snprintf(cmd, sizeof cmd, "%s/llamac train --vocab %s --train-data %s --n-embd 64 --n-ctx 16 --valid-fraction 0 --resume %s -o %s 2>&1",
-             LLAMAC_BINARY_DIR, d->vocab_path, train, ckpt, model2);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
-    CHECK_MSG(strstr(out, "llamac train: checkpoint: llamac.train.n_embd is 32, this run has 64\n") != NULL, "%s", out);
-    snprintf(cmd, sizeof cmd, "%s/llamac train --train-data %s -o %s 2>&1", LLAMAC_BINARY_DIR, train, model2);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
-    CHECK_STR_EQ(out, "llamac train: expected --vocab FILE, --train-data FILE and -o FILE (see --help)\n");
-    snprintf(cmd, sizeof cmd, "%s/llamac train --quantize q9_9 2>&1", LLAMAC_BINARY_DIR);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
-    CHECK_STR_EQ(out, "llamac train: --quantize: unknown type 'q9_9'\n");
-
-    remove(train);
-    remove(valid);
-    remove(model);
-    remove(model2);
-    remove(log);
-    remove(ckpt);
-    rmdir(dir);
+    r = cli_run((const char *[]){ "train", "--vocab", d->vocab_path, "--train-data", train, "--n-embd", "64", "--n-ctx",
+                                  "16", "--valid-fraction", "0", "--resume", ckpt, "-o", model2, NULL },
+                NULL, 300);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_MSG(strstr(r.err, "llamac train: checkpoint: llamac.train.n_embd is 32, this run has 64\n") != NULL, "%s",
+              r.err);
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "train", "--train-data", train, "-o", model2, NULL }, NULL, 300);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_STR_EQ(r.err, "llamac train: expected --vocab FILE, --train-data FILE and -o FILE (see --help)\n");
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "train", "--quantize", "q9_9", NULL }, NULL, 300);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_STR_EQ(r.err, "llamac train: --quantize: unknown type 'q9_9'\n");
+    cli_result_free(&r);
 }
 
 static void quiet_log(enum ggml_log_level level, const char *text, void *user_data) {
@@ -550,6 +536,7 @@ int main(void) {
     struct data d;
     memset(&d, 0, sizeof d);
     log_set_callback(quiet_log, NULL);
+    test_tmp_dir_create("test_train");
     CHECK_MSG(data_init(&d), "%s", error_last());
     printf("  corpus: %zu training tokens, %zu validation tokens, %d in the vocabulary\n", d.n_train, d.n_valid,
            d.vocab ? d.vocab->n_tokens : 0);
@@ -561,6 +548,7 @@ int main(void) {
         test_cli(&d);
     }
     data_free(&d);
+    test_tmp_dir_remove();
     log_set_callback(NULL, NULL);
     return test_finish("test_train");
 }

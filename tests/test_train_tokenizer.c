@@ -8,12 +8,10 @@
  */
 #include "test_util.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "train/tokenizer_train.h"
+#include "cli_test_util.h"
 #include "core/log.h"
 #include "gguf/gguf.h"
+#include "train/tokenizer_train.h"
 #include "vocab/vocab.h"
 
 /* ---- an SPM encoder as b1892 runs it ------------------------------------------ */
@@ -425,21 +423,6 @@ static void test_errors(void) {
 
 /* ---- the GGUF file and the command line ---------------------------------------- */
 
-static void make_tmp(char *path, size_t size, const char *what) {
-    snprintf(path, size, "/tmp/test_train_tokenizer_%s_XXXXXX", what);
-    int fd = mkstemp(path);
-    if (fd >= 0) close(fd);
-}
-
-static int run_command(const char *cmd, char *out, size_t size) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return -1;
-    size_t n = fread(out, 1, size - 1, p);
-    out[n] = '\0';
-    int status = pclose(p);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 static void check_gguf(const char *path, const struct tokenizer_vocab *v) {
     struct gguf_reader *r = gguf_open_file(path, false);
     CHECK_MSG(r != NULL, "%s", error_last());
@@ -576,10 +559,10 @@ static void test_real_tokenizer(const char *path, const struct tokenizer_vocab *
 }
 
 static void test_gguf_and_cli(void) {
-    char lib_path[128], cli_path[128], corpus_path[128];
-    make_tmp(lib_path, sizeof lib_path, "lib");
-    make_tmp(cli_path, sizeof cli_path, "cli");
-    make_tmp(corpus_path, sizeof corpus_path, "corpus");
+    char lib_path[512], cli_path[512], corpus_path[512];
+    snprintf(lib_path, sizeof lib_path, "%s", test_tmp_path("lib.gguf"));
+    snprintf(cli_path, sizeof cli_path, "%s", test_tmp_path("cli.gguf"));
+    snprintf(corpus_path, sizeof corpus_path, "%s", test_tmp_path("corpus.txt"));
     struct tokenizer_vocab *v = train(g_prose, 500, 0.995);
     CHECK(v != NULL);
     if (!v) return;
@@ -588,35 +571,31 @@ static void test_gguf_and_cli(void) {
     test_real_tokenizer(lib_path, v);
 
     /* The command line writes the same file from the same text. */
-    FILE *f = fopen(corpus_path, "wb");
-    CHECK(f && fwrite(g_prose, 1, strlen(g_prose), f) == strlen(g_prose));
-    if (f) fclose(f);
-    char cmd[1024], out[4096];
-    snprintf(cmd, sizeof cmd,
-             "%s/llamac train-tokenizer --vocab-size 500 --character-coverage 0.995 --name 'test vocab' -o %s %s 2>&1",
-             LLAMAC_BINARY_DIR, cli_path, corpus_path);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 0);
-    CHECK_MSG(strstr(out, "vocabulary: 500 tokens = 3 special + 256 byte") != NULL, "%s", out);
-    size_t n_lib = 0, n_cli = 0;
-    char *lib = test_read_file(lib_path, &n_lib), *cli = test_read_file(cli_path, &n_cli);
-    CHECK(lib && cli && n_lib == n_cli && memcmp(lib, cli, n_lib) == 0);
-    free(lib);
-    free(cli);
+    CHECK(test_write_file(corpus_path, g_prose, strlen(g_prose)));
+    struct cli_result r = cli_run((const char *[]){ "train-tokenizer", "--vocab-size", "500", "--character-coverage",
+                                                    "0.995", "--name", "test vocab", "-o", cli_path, corpus_path, NULL },
+                                  NULL, 300);
+    CHECK_EQ_INT(r.status, 0);
+    CHECK_MSG(strstr(r.out, "vocabulary: 500 tokens = 3 special + 256 byte") != NULL, "%s", r.out);
+    cli_result_free(&r);
+    CHECK(test_files_equal(lib_path, cli_path));
 
-    snprintf(cmd, sizeof cmd, "%s/llamac train-tokenizer %s 2>&1", LLAMAC_BINARY_DIR, corpus_path);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
-    CHECK_STR_EQ(out, "llamac train-tokenizer: expected -o OUT.gguf and at least one corpus file (see --help)\n");
-    snprintf(cmd, sizeof cmd, "%s/llamac train-tokenizer --vocab-size 100 -o %s %s 2>&1", LLAMAC_BINARY_DIR, cli_path, corpus_path);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
-    CHECK(strstr(out, "--vocab-size needs a whole number from 260") != NULL);
-    snprintf(cmd, sizeof cmd, "%s/llamac train-tokenizer -o %s /nonexistent/corpus.txt 2>&1", LLAMAC_BINARY_DIR, cli_path);
-    CHECK_EQ_INT(run_command(cmd, out, sizeof out), 1);
-    CHECK_MSG(strncmp(out, "llamac train-tokenizer: ", 24) == 0 && strchr(out, '\n') == out + strlen(out) - 1, "%s", out);
+    r = cli_run((const char *[]){ "train-tokenizer", corpus_path, NULL }, NULL, 300);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_STR_EQ(r.err, "llamac train-tokenizer: expected -o OUT.gguf and at least one corpus file (see --help)\n");
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "train-tokenizer", "--vocab-size", "100", "-o", cli_path, corpus_path, NULL }, NULL,
+                300);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK(strstr(r.err, "--vocab-size needs a whole number from 260") != NULL);
+    cli_result_free(&r);
+    r = cli_run((const char *[]){ "train-tokenizer", "-o", cli_path, "/nonexistent/corpus.txt", NULL }, NULL, 300);
+    CHECK_EQ_INT(r.status, 1);
+    CHECK_MSG(strncmp(r.err, "llamac train-tokenizer: ", 24) == 0 && strchr(r.err, '\n') == r.err + strlen(r.err) - 1,
+              "%s", r.err);
+    cli_result_free(&r);
 
     tokenizer_vocab_free(v);
-    remove(lib_path);
-    remove(cli_path);
-    remove(corpus_path);
 }
 
 int main(void) {
@@ -624,6 +603,8 @@ int main(void) {
     test_toy_merge_order();
     test_prose();
     test_errors();
+    test_tmp_dir_create("test_train_tokenizer");
     test_gguf_and_cli();
+    test_tmp_dir_remove();
     return test_finish("test_train_tokenizer");
 }

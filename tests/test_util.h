@@ -1,6 +1,7 @@
 /*
  * A tiny test harness: CHECK macros that count failures and keep going,
- * and the way tests find the shared model files.
+ * the way tests find the shared model files and golden data, and scratch
+ * files.
  *
  * Shared data: $LLAMAC_SHARED, else ../shared beside the source tree.
  * Where it is absent a test calls test_skip() (exit 77, which ctest shows as
@@ -9,6 +10,8 @@
 #ifndef LLAMAC_TEST_UTIL_H
 #define LLAMAC_TEST_UTIL_H
 
+#include <cjson/cJSON.h>
+#include <ftw.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -16,6 +19,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* Under AddressSanitizer the slowest tests run a subset unless test_run_all(). */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef TEST_UNDER_ASAN
+#define TEST_UNDER_ASAN 0
+#endif
 
 static int g_test_failures;
 static int g_test_checks;
@@ -69,9 +85,19 @@ static inline int test_finish(const char *name) {
     return 0;
 }
 
+/* An environment variable used as a flag: set, not empty and not "0". */
+static inline bool test_env_flag(const char *name) {
+    const char *v = getenv(name);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* LLAMAC_TEST_ALL=1: run what a test leaves out by default to stay fast. */
+static inline bool test_run_all(void) {
+    return test_env_flag("LLAMAC_TEST_ALL");
+}
+
 static inline void test_skip(const char *why) {
-    const char *req = getenv("LLAMAC_REQUIRE_SHARED");
-    if (req && *req && strcmp(req, "0") != 0) {
+    if (test_env_flag("LLAMAC_REQUIRE_SHARED")) {
         fprintf(stderr, "FAIL (shared data required): %s\n", why);
         exit(1);
     }
@@ -117,6 +143,78 @@ static inline char *test_read_file(const char *path, size_t *size_out) {
     fclose(f);
     if (buf) { buf[n] = '\0'; if (size_out) *size_out = (size_t)n; }
     return buf;
+}
+
+/* A JSON file under the shared data directory (golden/...), parsed; skips
+ * the test when it is absent, exits with a failure when it does not parse. */
+static inline cJSON *golden_load(const char *rel) {
+    const char *path = test_require_shared(rel);
+    char *text = test_read_file(path, NULL);
+    cJSON *json = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    if (!json) {
+        fprintf(stderr, "cannot parse %s\n", path);
+        exit(1);
+    }
+    return json;
+}
+
+/* Writes n bytes to path (created or truncated); false on any failure. */
+static inline bool test_write_file(const char *path, const void *data, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    const bool ok = fwrite(data, 1, n, f) == n;
+    return fclose(f) == 0 && ok;
+}
+
+/* Whether both files can be read and hold the same bytes. */
+static inline bool test_files_equal(const char *a, const char *b) {
+    size_t na = 0, nb = 0;
+    char *da = test_read_file(a, &na), *db = test_read_file(b, &nb);
+    const bool same = da && db && na == nb && memcmp(da, db, na) == 0;
+    free(da);
+    free(db);
+    return same;
+}
+
+/*
+ * A scratch directory for a test's files: test_tmp_dir_create("test_x")
+ * makes /tmp/test_x-XXXXXX (the test exits when it cannot), test_tmp_path()
+ * names a file in it (rotating static buffers: copy what must live long),
+ * test_tmp_dir_remove() deletes it with everything in it.
+ */
+static inline char *test_tmp_dir(void) {
+    static char dir[256];
+    return dir;
+}
+
+static inline const char *test_tmp_dir_create(const char *prefix) {
+    char *dir = test_tmp_dir();
+    snprintf(dir, 256, "/tmp/%s-XXXXXX", prefix);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        exit(1);
+    }
+    return dir;
+}
+
+static inline const char *test_tmp_path(const char *name) {
+    static char buf[8][512];
+    static int slot;
+    char *p = buf[slot++ % 8];
+    snprintf(p, sizeof buf[0], "%s/%s", test_tmp_dir(), name);
+    return p;
+}
+
+static inline int test_tmp_remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
+    (void)st;
+    (void)flag;
+    (void)ftw;
+    return remove(path);
+}
+
+static inline void test_tmp_dir_remove(void) {
+    if (test_tmp_dir()[0]) nftw(test_tmp_dir(), test_tmp_remove_entry, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 /* Deterministic pseudo-random numbers for tests (xorshift64*). */

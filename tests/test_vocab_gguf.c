@@ -27,14 +27,6 @@ static struct vocab *load(const char *rel) {
     return v;
 }
 
-static cJSON *load_golden(const char *rel) {
-    char *json = test_read_file(test_require_shared(rel), NULL);
-    cJSON *golden = cJSON_Parse(json);
-    free(json);
-    CHECK(golden != NULL);
-    return golden;
-}
-
 static int json_int(const cJSON *obj, const char *key) {
     return cJSON_GetObjectItemCaseSensitive(obj, key)->valueint;
 }
@@ -50,10 +42,9 @@ static void check_header(const struct vocab *v, const cJSON *golden) {
 }
 
 static void test_llama32k(void) {
-    cJSON *golden = load_golden("golden/tokenizer-llama32k.json");
+    cJSON *golden = golden_load("golden/tokenizer-llama32k.json");
     struct vocab *v = load("models/ggml-vocab-llama.gguf");
-    if (!golden || !v) {
-        vocab_free(v);
+    if (!v) {
         cJSON_Delete(golden);
         return;
     }
@@ -95,10 +86,9 @@ static void test_llama32k(void) {
 }
 
 static void test_stories(void) {
-    cJSON *golden = load_golden("golden/tokenizer-stories260K.json");
+    cJSON *golden = golden_load("golden/tokenizer-stories260K.json");
     struct vocab *v = load("models/stories260K.gguf");
-    if (!golden || !v) {
-        vocab_free(v);
+    if (!v) {
         cJSON_Delete(golden);
         return;
     }

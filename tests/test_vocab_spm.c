@@ -403,13 +403,7 @@ static void test_validation(const struct table *t) {
 }
 
 int main(void) {
-    const char *path = test_require_shared("golden/tokenizer-stories260K.json");
-    char *json = test_read_file(path, NULL);
-    cJSON *golden = cJSON_Parse(json);
-    CHECK(golden != NULL);
-    if (!golden) {
-        return test_finish("test_vocab_spm");
-    }
+    cJSON *golden = golden_load("golden/tokenizer-stories260K.json");
     struct table t = table_from_golden(cJSON_GetObjectItemCaseSensitive(golden, "vocab"));
     struct vocab *v = vocab_from_table(&t);
     CHECK(v != NULL);
@@ -428,6 +422,5 @@ int main(void) {
     vocab_free(v);
     table_free(&t);
     cJSON_Delete(golden);
-    free(json);
     return test_finish("test_vocab_spm");
 }
