@@ -273,10 +273,6 @@ struct backend_buffer_type *backend_default_buffer_type(struct backend *backend)
     return backend->iface.default_buffer_type(backend);
 }
 
-struct backend_buffer *backend_alloc_buffer(struct backend *backend, size_t size) {
-    return backend_buft_alloc_buffer(backend_default_buffer_type(backend), size);
-}
-
 bool backend_tensor_set_async(struct backend *backend, struct tensor *t, const void *data, size_t offset, size_t size) {
     if (!backend->iface.set_tensor_async) return backend_tensor_set(t, data, offset, size);
     if (!tensor_check_range(t, offset, size, "writing")) return false;

@@ -180,7 +180,6 @@ struct backend {
 const char *backend_name(struct backend *backend);
 void backend_free(struct backend *backend); /* NULL is a no-op */
 struct backend_buffer_type *backend_default_buffer_type(struct backend *backend);
-struct backend_buffer *backend_alloc_buffer(struct backend *backend, size_t size);
 bool backend_tensor_set_async(struct backend *backend, struct tensor *t, const void *data, size_t offset, size_t size);
 bool backend_tensor_get_async(struct backend *backend, const struct tensor *t, void *data, size_t offset, size_t size);
 void backend_synchronize(struct backend *backend);

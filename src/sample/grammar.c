@@ -131,10 +131,6 @@ void grammar_vocab_free(struct grammar_vocab *v) {
     free(v);
 }
 
-int32_t grammar_vocab_n_tokens(const struct grammar_vocab *v) {
-    return v->n_vocab;
-}
-
 /* Builds the preorder node array from the pieces sorted bytewise: a piece
  * shares the nodes of its common prefix with the previous one. */
 static bool vocab_build_trie(struct grammar_vocab *v, struct piece_ref *refs, uint32_t n_refs, size_t total) {

@@ -64,7 +64,6 @@ struct grammar_vocab;
 struct grammar_vocab *grammar_vocab_create(const char *const *pieces, const size_t *lengths, int32_t n_vocab,
                                            llama_token eos);
 void grammar_vocab_free(struct grammar_vocab *vocab);
-int32_t grammar_vocab_n_tokens(const struct grammar_vocab *vocab);
 
 /* ---- the grammar (the object behind llama.h's struct llama_grammar) ---- */
 

@@ -165,8 +165,6 @@ struct tensor *op_unary(struct tensor_ctx *ctx, struct tensor *a, enum tensor_un
 }
 
 struct tensor *op_silu(struct tensor_ctx *ctx, struct tensor *a) { return op_unary(ctx, a, UNARY_SILU); }
-struct tensor *op_gelu(struct tensor_ctx *ctx, struct tensor *a) { return op_unary(ctx, a, UNARY_GELU); }
-struct tensor *op_relu(struct tensor_ctx *ctx, struct tensor *a) { return op_unary(ctx, a, UNARY_RELU); }
 
 struct tensor *op_silu_back(struct tensor_ctx *ctx, struct tensor *a, struct tensor *grad) {
     if (!a || !grad) return NULL;

@@ -227,11 +227,6 @@ struct tensor *tensor_new_4d(struct tensor_ctx *ctx, enum ggml_type type, int64_
     return tensor_new(ctx, type, 4, ne);
 }
 
-struct tensor *tensor_dup_shape(struct tensor_ctx *ctx, const struct tensor *a) {
-    if (!a) return NULL;
-    return tensor_new(ctx, a->type, TENSOR_MAX_DIMS, a->ne);
-}
-
 struct tensor *tensor_set_name(struct tensor *t, const char *fmt, ...) {
     if (!t) return NULL;
     va_list ap;

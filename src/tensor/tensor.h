@@ -155,8 +155,6 @@ struct tensor *tensor_new_1d(struct tensor_ctx *ctx, enum ggml_type type, int64_
 struct tensor *tensor_new_2d(struct tensor_ctx *ctx, enum ggml_type type, int64_t ne0, int64_t ne1);
 struct tensor *tensor_new_3d(struct tensor_ctx *ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2);
 struct tensor *tensor_new_4d(struct tensor_ctx *ctx, enum ggml_type type, int64_t ne0, int64_t ne1, int64_t ne2, int64_t ne3);
-/* A new tensor with a's type and shape (not a view). */
-struct tensor *tensor_dup_shape(struct tensor_ctx *ctx, const struct tensor *a);
 
 struct tensor *tensor_set_name(struct tensor *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -260,8 +258,6 @@ struct tensor *op_top_k(struct tensor_ctx *ctx, struct tensor *a, int k);
 struct tensor *op_pad(struct tensor_ctx *ctx, struct tensor *a, int p0, int p1, int p2, int p3);
 struct tensor *op_unary(struct tensor_ctx *ctx, struct tensor *a, enum tensor_unary_op uop);
 struct tensor *op_silu(struct tensor_ctx *ctx, struct tensor *a);
-struct tensor *op_gelu(struct tensor_ctx *ctx, struct tensor *a);
-struct tensor *op_relu(struct tensor_ctx *ctx, struct tensor *a);
 struct tensor *op_silu_back(struct tensor_ctx *ctx, struct tensor *a, struct tensor *grad);
 struct tensor *op_cross_entropy_loss(struct tensor_ctx *ctx, struct tensor *logits, struct tensor *targets);
 struct tensor *op_cross_entropy_loss_back(struct tensor_ctx *ctx, struct tensor *logits, struct tensor *targets, struct tensor *grad);
