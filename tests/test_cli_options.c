@@ -1,5 +1,5 @@
 /* `llamac run` option handling: every bad option or value is one error line
- * ("llamac run: ...") and exit status 1; grammar errors name the line and
+ * ("llamac run: ...") and exit status 1, as every command's usage errors are; grammar errors name the line and
  * column; pathological grammars are refused or stay bounded in time (the
  * runs have a time limit); --logit-bias changes what greedy picks. */
 #include "cli_test_util.h"
@@ -88,6 +88,30 @@ static void check_errors(void) {
     cli_result_free(&r);
 }
 
+/* Every command, given an unknown option or nothing at all, fails the same
+ * way: one line "llamac COMMAND: ..." on stderr, nothing on stdout, status 1. */
+static void check_every_command(void) {
+    static const char *const commands[] = { "run", "chat", "info", "grammar", "train", "train-tokenizer", "quantize",
+                                            "perplexity", "imatrix", "embedding", "make-model", "bench" };
+    for (size_t c = 0; c < sizeof commands / sizeof commands[0]; c++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "llamac %s: ", commands[c]);
+        for (int bare = 0; bare < 2; bare++) {
+            const char *args[] = { commands[c], bare ? NULL : "--frobnicate", NULL };
+            struct cli_result r = cli_run(args, NULL, 60);
+            const char *nl = strchr(r.err, '\n');
+            CHECK_MSG(r.status == 1 && r.out[0] == '\0' && strncmp(r.err, prefix, strlen(prefix)) == 0 && nl &&
+                          nl[1] == '\0',
+                      "llamac %s%s: status %d, stderr: %s", commands[c], bare ? "" : " --frobnicate", r.status, r.err);
+            cli_result_free(&r);
+        }
+    }
+    struct cli_result r = cli_run((const char *[]){ "frobnicate", NULL }, NULL, 60);
+    CHECK_MSG(r.status == 1 && strcmp(r.err, "llamac: unknown command 'frobnicate' (see llamac --help)\n") == 0,
+              "status %d, stderr: %s", r.status, r.err);
+    cli_result_free(&r);
+}
+
 /* Checks that text is a^k "." then k letters from {b, c} (k >= 0). */
 static bool nested_ok(const char *text) {
     size_t k = 0;
@@ -144,6 +168,7 @@ static void check_pathological_grammars(void) {
 int main(void) {
     g_model = test_require_shared("models/stories260K.gguf");
     check_errors();
+    check_every_command();
     check_pathological_grammars();
     return test_finish("test_cli_options");
 }

@@ -518,7 +518,7 @@ static void test_cli(const struct data *d) {
     cli_result_free(&r);
     r = cli_run((const char *[]){ "train", "--train-data", train, "-o", model2, NULL }, NULL, 300);
     CHECK_EQ_INT(r.status, 1);
-    CHECK_STR_EQ(r.err, "llamac train: expected --vocab FILE, --train-data FILE and -o FILE (see --help)\n");
+    CHECK_STR_EQ(r.err, "llamac train: expected --vocab FILE, --train-data FILE and -o FILE (see llamac train --help)\n");
     cli_result_free(&r);
     r = cli_run((const char *[]){ "train", "--quantize", "q9_9", NULL }, NULL, 300);
     CHECK_EQ_INT(r.status, 1);

@@ -582,7 +582,7 @@ static void test_gguf_and_cli(void) {
 
     r = cli_run((const char *[]){ "train-tokenizer", corpus_path, NULL }, NULL, 300);
     CHECK_EQ_INT(r.status, 1);
-    CHECK_STR_EQ(r.err, "llamac train-tokenizer: expected -o OUT.gguf and at least one corpus file (see --help)\n");
+    CHECK_STR_EQ(r.err, "llamac train-tokenizer: expected -o OUT.gguf and at least one corpus file (see llamac train-tokenizer --help)\n");
     cli_result_free(&r);
     r = cli_run((const char *[]){ "train-tokenizer", "--vocab-size", "100", "-o", cli_path, corpus_path, NULL }, NULL,
                 300);

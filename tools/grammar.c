@@ -48,14 +48,14 @@ struct llama_grammar *common_grammar_load(const char *cmd, const char *name, con
 }
 
 int cmd_grammar(int argc, char **argv) {
-    if (argc != 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
-        fprintf(argc == 2 ? stdout : stderr,
-                "usage: llamac grammar FILE   (- for stdin)\n"
-                "Parses a GBNF grammar as b1892 does and prints its rules (print_grammar);\n"
-                "fails with the line and column of a syntax error, an undefined rule,\n"
-                "a missing root rule or left recursion.\n");
-        return argc == 2 ? 0 : 2;
+    if (argc == 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
+        printf("usage: llamac grammar FILE   (- for stdin)\n"
+               "Parses a GBNF grammar as b1892 does and prints its rules (print_grammar);\n"
+               "fails with the line and column of a syntax error, an undefined rule,\n"
+               "a missing root rule or left recursion.\n");
+        return 0;
     }
+    if (argc != 2) return cli_fail("grammar", "expected one file name (usage: llamac grammar FILE, - for stdin)");
     common_log_warnings_only();
     char *text = common_read_file(argv[1]);
     if (!text) return cli_fail("grammar", "cannot read %s", argv[1]);

@@ -74,15 +74,15 @@ static void usage(FILE *f) {
     fprintf(f, "\n`llamac COMMAND --help` describes a command's options.\n");
 }
 
+/* Exit status 1 for a missing or unknown command, as for every command's errors. */
 int main(int argc, char **argv) {
     if (argc < 2 || strcmp(argv[1], "help") == 0 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         usage(argc < 2 ? stderr : stdout);
-        return argc < 2 ? 2 : 0;
+        return argc < 2 ? 1 : 0;
     }
     for (const struct cli_command *c = g_commands; c->name; c++) {
         if (strcmp(argv[1], c->name) == 0) return c->run(argc - 1, argv + 1);
     }
-    fprintf(stderr, "llamac: unknown command '%s'\n", argv[1]);
-    usage(stderr);
-    return 2;
+    fprintf(stderr, "llamac: unknown command '%s' (see llamac --help)\n", argv[1]);
+    return 1;
 }

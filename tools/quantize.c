@@ -52,26 +52,25 @@ static const struct quant_option k_options[] = {
 };
 #define N_OPTIONS (sizeof k_options / sizeof k_options[0])
 
-static void usage(FILE *f) {
-    fprintf(f,
-            "usage: llamac quantize [--allow-requantize] [--leave-output-tensor] [--pure] [--imatrix FILE]\n"
-            "                       [--include-weights NAME | --exclude-weights NAME] IN [OUT] TYPE [NTHREADS]\n\n"
-            "  --allow-requantize     quantize tensors that are already quantized (loses quality)\n"
-            "  --leave-output-tensor  keep output.weight as it is\n"
-            "  --pure                 every 2-D weight in TYPE's base type, no k-quant mix\n"
-            "  --imatrix FILE         importance matrix (b1892 imatrix format) for the quantizers\n"
-            "  --include-weights NAME use the importance matrix only for tensors whose name contains NAME\n"
-            "  --exclude-weights NAME do not use it for tensors whose name contains NAME\n"
-            "(--include-weights and --exclude-weights may repeat but not be mixed)\n\n"
-            "Without OUT the result is written next to IN as ggml-model-TYPE.gguf.\n\n"
-            "Types:\n");
+static void usage(void) {
+    printf("usage: llamac quantize [--allow-requantize] [--leave-output-tensor] [--pure] [--imatrix FILE]\n"
+           "                       [--include-weights NAME | --exclude-weights NAME] IN [OUT] TYPE [NTHREADS]\n\n"
+           "  --allow-requantize     quantize tensors that are already quantized (loses quality)\n"
+           "  --leave-output-tensor  keep output.weight as it is\n"
+           "  --pure                 every 2-D weight in TYPE's base type, no k-quant mix\n"
+           "  --imatrix FILE         importance matrix (b1892 imatrix format) for the quantizers\n"
+           "  --include-weights NAME use the importance matrix only for tensors whose name contains NAME\n"
+           "  --exclude-weights NAME do not use it for tensors whose name contains NAME\n"
+           "(--include-weights and --exclude-weights may repeat but not be mixed)\n\n"
+           "Without OUT the result is written next to IN as ggml-model-TYPE.gguf.\n\n"
+           "Types:\n");
     for (size_t i = 0; i < N_OPTIONS; i++) {
         if (strcmp(k_options[i].name, "COPY") != 0) {
-            fprintf(f, "  %2d  or  ", (int)k_options[i].ftype);
+            printf("  %2d  or  ", (int)k_options[i].ftype);
         } else {
-            fprintf(f, "          ");
+            printf("          ");
         }
-        fprintf(f, "%-7s : %s\n", k_options[i].name, k_options[i].desc);
+        printf("%-7s : %s\n", k_options[i].name, k_options[i].desc);
     }
 }
 
@@ -120,7 +119,7 @@ static int parse_args(int argc, char **argv, struct quantize_args *a) {
         const char *opt = argv[i];
         const bool has_value = i + 1 < argc;
         if (strcmp(opt, "--help") == 0) {
-            usage(stdout);
+            usage();
             return 2;
         } else if (strcmp(opt, "--allow-requantize") == 0) {
             a->params.allow_requantize = true;
@@ -135,17 +134,13 @@ static int parse_args(int argc, char **argv, struct quantize_args *a) {
         } else if (strcmp(opt, "--exclude-weights") == 0 && has_value) {
             a->exclude[a->n_exclude++] = argv[++i];
         } else {
-            usage(stderr);
-            return cli_fail("quantize", "unknown option or missing value: %s", opt);
+            return cli_fail("quantize", "unknown or incomplete option '%s' (see llamac quantize --help)", opt);
         }
     }
     if (a->n_include && a->n_exclude) {
         return cli_fail("quantize", "--include-weights and --exclude-weights cannot be used together");
     }
-    if (argc - i < 2) {
-        usage(stderr);
-        return cli_fail("quantize", "expected IN [OUT] TYPE [NTHREADS]");
-    }
+    if (argc - i < 2) return cli_fail("quantize", "expected IN [OUT] TYPE [NTHREADS] (see llamac quantize --help)");
     a->in = argv[i++];
     a->type = parse_type(argv[i]);
     if (a->type) {
@@ -161,8 +156,7 @@ static int parse_args(int argc, char **argv, struct quantize_args *a) {
         a->out = argv[i++];
         if (i >= argc) return cli_fail("quantize", "missing TYPE");
         if (!(a->type = parse_type(argv[i]))) {
-            usage(stderr);
-            return cli_fail("quantize", "invalid type '%s'", argv[i]);
+            return cli_fail("quantize", "invalid type '%s' (see llamac quantize --help for the types)", argv[i]);
         }
         i++;
     }

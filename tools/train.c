@@ -104,7 +104,7 @@ static int tr_parse(int argc, char **argv, struct tr_options *o) {
             usage(stdout);
             return 0;
         }
-        if (!v) return cli_fail(TR_CMD, "unknown option or missing value: %s (see --help)", a);
+        if (!v) return cli_fail(TR_CMD, "unknown or incomplete option '%s' (see llamac train --help)", a);
         i++;
         /* integer and float options: name, destination, range */
 #define TR_INT(opt, dst, lo, hi)                                                                      \
@@ -170,11 +170,11 @@ static int tr_parse(int argc, char **argv, struct tr_options *o) {
         } else if (strcmp(a, "--log") == 0) {
             o->log_path = v;
         } else {
-            return cli_fail(TR_CMD, "unknown option: %s (see --help)", a);
+            return cli_fail(TR_CMD, "unknown option '%s' (see llamac train --help)", a);
         }
     }
     if (!o->vocab_path || !o->train_path || !o->out_path) {
-        return cli_fail(TR_CMD, "expected --vocab FILE, --train-data FILE and -o FILE (see --help)");
+        return cli_fail(TR_CMD, "expected --vocab FILE, --train-data FILE and -o FILE (see llamac train --help)");
     }
     /* a short run without --warmup warms up for a tenth of it */
     if (!warmup_given && p->opt.warmup > p->opt.n_steps / 10) p->opt.warmup = p->opt.n_steps / 10;

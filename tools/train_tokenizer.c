@@ -95,14 +95,14 @@ int cmd_train_tokenizer(int argc, char **argv) {
             name = argv[++i];
         } else if (a[0] == '-' && a[1] != '\0') {
             free(inputs);
-            return cli_fail(TT_CMD, "unknown option or missing value: %s (see --help)", a);
+            return cli_fail(TT_CMD, "unknown or incomplete option '%s' (see llamac train-tokenizer --help)", a);
         } else {
             inputs[n_inputs++] = a;
         }
     }
     if (!out || n_inputs == 0) {
         free(inputs);
-        return cli_fail(TT_CMD, "expected -o OUT.gguf and at least one corpus file (see --help)");
+        return cli_fail(TT_CMD, "expected -o OUT.gguf and at least one corpus file (see llamac train-tokenizer --help)");
     }
 
     log_set_callback(tt_log_sink, NULL);
