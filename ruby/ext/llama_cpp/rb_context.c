@@ -324,22 +324,7 @@ static VALUE context_n_batch(VALUE self) {
 
 /* ---- timings --------------------------------------------------------------------------- */
 
-static size_t timings_memsize(const void *p) {
-    return sizeof(struct llama_timings);
-}
-
-static const rb_data_type_t timings_type = {
-    "LLaMACpp::Timings", { NULL, RUBY_TYPED_DEFAULT_FREE, timings_memsize, }, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY
-};
-
-static VALUE timings_alloc(VALUE klass) {
-    struct llama_timings *t;
-    return TypedData_Make_Struct(klass, struct llama_timings, &timings_type, t);
-}
-
-static struct llama_timings *timings_get(VALUE self) {
-    return rb_check_typeddata(self, &timings_type);
-}
+RBLLAMA_STRUCT_CLASS(timings, struct llama_timings, "LLaMACpp::Timings")
 
 #define TIMING_READER(field, conv) \
     static VALUE timings_##field(VALUE self) { return conv(timings_get(self)->field); }

@@ -20,22 +20,7 @@ VALUE rb_cLLaMAGrammar;
 
 /* ---- GrammarElement ---------------------------------------------------------------------- */
 
-static size_t element_memsize(const void *p) {
-    return sizeof(llama_grammar_element);
-}
-
-static const rb_data_type_t element_type = {
-    "LLaMACpp::GrammarElement", { NULL, RUBY_TYPED_DEFAULT_FREE, element_memsize, }, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY
-};
-
-static VALUE element_alloc(VALUE klass) {
-    llama_grammar_element *e;
-    return TypedData_Make_Struct(klass, llama_grammar_element, &element_type, e);
-}
-
-static llama_grammar_element *element_get(VALUE self) {
-    return rb_check_typeddata(self, &element_type);
-}
+RBLLAMA_STRUCT_CLASS(element, llama_grammar_element, "LLaMACpp::GrammarElement")
 
 /* GrammarElement.new(type: 0, value: 0) — 0.12.2 ignored both keywords */
 static VALUE element_initialize(int argc, VALUE *argv, VALUE self) {
@@ -50,23 +35,8 @@ static VALUE element_initialize(int argc, VALUE *argv, VALUE self) {
     return self;
 }
 
-static VALUE element_get_type(VALUE self) {
-    return INT2NUM(element_get(self)->type);
-}
-
-static VALUE element_set_type(VALUE self, VALUE v) {
-    element_get(self)->type = (enum llama_gretype)NUM2INT(v);
-    return INT2NUM(element_get(self)->type);
-}
-
-static VALUE element_get_value(VALUE self) {
-    return UINT2NUM(element_get(self)->value);
-}
-
-static VALUE element_set_value(VALUE self, VALUE v) {
-    element_get(self)->value = NUM2UINT(v);
-    return UINT2NUM(element_get(self)->value);
-}
+ENUM_FIELD(element, element_get, type, enum llama_gretype)
+UINT_FIELD(element, element_get, value)
 
 /* ---- Grammar ------------------------------------------------------------------------------- */
 
@@ -258,10 +228,8 @@ void rbllama_init_grammar(void) {
     VALUE k = rb_cLLaMAGrammarElement = rb_define_class_under(rb_mLLaMACpp, "GrammarElement", rb_cObject);
     rb_define_alloc_func(k, element_alloc);
     rb_define_method(k, "initialize", element_initialize, -1);
-    rb_define_method(k, "type", element_get_type, 0);
-    rb_define_method(k, "type=", element_set_type, 1);
-    rb_define_method(k, "value", element_get_value, 0);
-    rb_define_method(k, "value=", element_set_value, 1);
+    DEFINE_ACCESSOR(k, element, type, "type");
+    DEFINE_ACCESSOR(k, element, value, "value");
 
     k = rb_cLLaMAGrammar = rb_define_class_under(rb_mLLaMACpp, "Grammar", rb_cObject);
     rb_define_alloc_func(k, grammar_alloc);

@@ -73,6 +73,59 @@ VALUE rbllama_floats_to_array(const float *values, long n);
 /* Raise RuntimeError "<what>: <the library's last error>" (or just <what>). */
 NORETURN(void rbllama_raise_library_error(VALUE klass, const char *what, const char *library_message));
 
+/* ---- classes over one plain struct ------------------------------------------ */
+
+/* A class whose objects each own one C struct with nothing inside that points
+ * to Ruby objects: defines NAME_type, NAME_alloc (zero-filled) and NAME_get
+ * (TypeError for objects of other classes). */
+#define RBLLAMA_STRUCT_CLASS(name, ctype, class_name)                                                        \
+    static size_t name##_memsize(const void *p) { return sizeof(ctype); }                                   \
+    static const rb_data_type_t name##_type = {                                                              \
+        class_name, { NULL, RUBY_TYPED_DEFAULT_FREE, name##_memsize, }, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY \
+    };                                                                                                       \
+    static VALUE name##_alloc(VALUE klass) {                                                                 \
+        ctype *p;                                                                                            \
+        return TypedData_Make_Struct(klass, ctype, &name##_type, p);                                         \
+    }                                                                                                        \
+    static ctype *name##_get(VALUE self) { return rb_check_typeddata(self, &name##_type); }
+
+/* Accessors of a struct field: PREFIX_get_FIELD reads it, PREFIX_set_FIELD
+ * coerces like 0.12.2 (no type check), stores and returns the stored value;
+ * getter(self) gives the struct. DEFINE_ACCESSOR registers both as NAME and NAME=. */
+#define INT_FIELD(prefix, getter, field)                                                   \
+    static VALUE prefix##_get_##field(VALUE self) { return INT2NUM(getter(self)->field); } \
+    static VALUE prefix##_set_##field(VALUE self, VALUE v) {                               \
+        getter(self)->field = NUM2INT(v);                                                  \
+        return INT2NUM(getter(self)->field);                                               \
+    }
+#define UINT_FIELD(prefix, getter, field)                                                   \
+    static VALUE prefix##_get_##field(VALUE self) { return UINT2NUM(getter(self)->field); } \
+    static VALUE prefix##_set_##field(VALUE self, VALUE v) {                                \
+        getter(self)->field = NUM2UINT(v);                                                  \
+        return UINT2NUM(getter(self)->field);                                               \
+    }
+#define ENUM_FIELD(prefix, getter, field, ctype)                                           \
+    static VALUE prefix##_get_##field(VALUE self) { return INT2NUM(getter(self)->field); } \
+    static VALUE prefix##_set_##field(VALUE self, VALUE v) {                               \
+        getter(self)->field = (ctype)NUM2INT(v);                                           \
+        return INT2NUM(getter(self)->field);                                               \
+    }
+#define FLOAT_FIELD(prefix, getter, field)                                                 \
+    static VALUE prefix##_get_##field(VALUE self) { return DBL2NUM(getter(self)->field); } \
+    static VALUE prefix##_set_##field(VALUE self, VALUE v) {                               \
+        getter(self)->field = (float)NUM2DBL(v);                                           \
+        return DBL2NUM(getter(self)->field);                                               \
+    }
+#define BOOL_FIELD(prefix, getter, field)                                                          \
+    static VALUE prefix##_get_##field(VALUE self) { return getter(self)->field ? Qtrue : Qfalse; } \
+    static VALUE prefix##_set_##field(VALUE self, VALUE v) {                                       \
+        getter(self)->field = RTEST(v);                                                            \
+        return getter(self)->field ? Qtrue : Qfalse;                                               \
+    }
+#define DEFINE_ACCESSOR(klass, prefix, field, name)         \
+    rb_define_method(klass, name, prefix##_get_##field, 0); \
+    rb_define_method(klass, name "=", prefix##_set_##field, 1)
+
 /* ---- GVL-free jobs -------------------------------------------------------- */
 
 /* Work that runs without the GVL. An interrupt (Ctrl-C, Thread#raise,

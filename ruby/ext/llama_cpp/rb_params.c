@@ -10,55 +10,41 @@ VALUE rb_cLLaMAContextParams;
 VALUE rb_cLLaMAModelQuantizeParams;
 VALUE rb_cLLaMAModelKVOverride;
 
-/* Each object owns its struct; nothing inside points to Ruby objects. */
-#define PARAMS_TYPE(name, ctype, text)                                                                  \
-    static size_t name##_memsize(const void *p) { return sizeof(ctype); }                              \
-    static const rb_data_type_t name##_type = {                                                         \
-        text, { NULL, RUBY_TYPED_DEFAULT_FREE, name##_memsize, }, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY \
-    };
-
-PARAMS_TYPE(model_params, struct llama_model_params, "LLaMACpp::ModelParams")
-PARAMS_TYPE(context_params, struct llama_context_params, "LLaMACpp::ContextParams")
-PARAMS_TYPE(quantize_params, llama_model_quantize_params, "LLaMACpp::ModelQuantizeParams")
-PARAMS_TYPE(kv_override, struct llama_model_kv_override, "LLaMACpp::ModelKVOverride")
+RBLLAMA_STRUCT_CLASS(model_params, struct llama_model_params, "LLaMACpp::ModelParams")
+RBLLAMA_STRUCT_CLASS(context_params, struct llama_context_params, "LLaMACpp::ContextParams")
+RBLLAMA_STRUCT_CLASS(quantize_params, llama_model_quantize_params, "LLaMACpp::ModelQuantizeParams")
+/* zero-filled: key "", tag 0, values 0 */
+RBLLAMA_STRUCT_CLASS(kv, struct llama_model_kv_override, "LLaMACpp::ModelKVOverride")
 
 struct llama_model_params *rbllama_model_params_get(VALUE self) {
-    return rb_check_typeddata(self, &model_params_type);
+    return model_params_get(self);
 }
 
 struct llama_context_params *rbllama_context_params_get(VALUE self) {
-    return rb_check_typeddata(self, &context_params_type);
+    return context_params_get(self);
 }
 
 llama_model_quantize_params *rbllama_model_quantize_params_get(VALUE self) {
-    return rb_check_typeddata(self, &quantize_params_type);
+    return quantize_params_get(self);
 }
 
-static VALUE model_params_alloc(VALUE klass) {
-    struct llama_model_params *p;
-    VALUE obj = TypedData_Make_Struct(klass, struct llama_model_params, &model_params_type, p);
-    *p = llama_model_default_params();
+/* New parameter objects hold llama.h's defaults. */
+static VALUE model_params_alloc_default(VALUE klass) {
+    VALUE obj = model_params_alloc(klass);
+    *model_params_get(obj) = llama_model_default_params();
     return obj;
 }
 
-static VALUE context_params_alloc(VALUE klass) {
-    struct llama_context_params *p;
-    VALUE obj = TypedData_Make_Struct(klass, struct llama_context_params, &context_params_type, p);
-    *p = llama_context_default_params();
+static VALUE context_params_alloc_default(VALUE klass) {
+    VALUE obj = context_params_alloc(klass);
+    *context_params_get(obj) = llama_context_default_params();
     return obj;
 }
 
-static VALUE quantize_params_alloc(VALUE klass) {
-    llama_model_quantize_params *p;
-    VALUE obj = TypedData_Make_Struct(klass, llama_model_quantize_params, &quantize_params_type, p);
-    *p = llama_model_quantize_default_params();
+static VALUE quantize_params_alloc_default(VALUE klass) {
+    VALUE obj = quantize_params_alloc(klass);
+    *quantize_params_get(obj) = llama_model_quantize_default_params();
     return obj;
-}
-
-static VALUE kv_override_alloc(VALUE klass) {
-    struct llama_model_kv_override *p;
-    /* TypedData_Make_Struct zero-fills: key "", tag 0, values 0 */
-    return TypedData_Make_Struct(klass, struct llama_model_kv_override, &kv_override_type, p);
 }
 
 /* Unsigned fields: a negative value would wrap to a huge size. */
@@ -69,34 +55,13 @@ static uint32_t to_u32(VALUE v, const char *name) {
     return (uint32_t)x;
 }
 
-/* Accessor generators: GET reads a field, SET coerces and stores it. */
-#define INT_FIELD(prefix, getter, field)                                                   \
-    static VALUE prefix##_get_##field(VALUE self) { return INT2NUM(getter(self)->field); } \
-    static VALUE prefix##_set_##field(VALUE self, VALUE v) {                               \
-        getter(self)->field = NUM2INT(v);                                                  \
-        return INT2NUM(getter(self)->field);                                               \
-    }
+/* U32_FIELD: like UINT_FIELD, but a negative value is an ArgumentError. */
 #define U32_FIELD(prefix, getter, field)                                                    \
     static VALUE prefix##_get_##field(VALUE self) { return UINT2NUM(getter(self)->field); } \
     static VALUE prefix##_set_##field(VALUE self, VALUE v) {                                \
         getter(self)->field = to_u32(v, #field);                                            \
         return UINT2NUM(getter(self)->field);                                               \
     }
-#define FLOAT_FIELD(prefix, getter, field)                                                 \
-    static VALUE prefix##_get_##field(VALUE self) { return DBL2NUM(getter(self)->field); } \
-    static VALUE prefix##_set_##field(VALUE self, VALUE v) {                               \
-        getter(self)->field = (float)NUM2DBL(v);                                           \
-        return DBL2NUM(getter(self)->field);                                               \
-    }
-#define BOOL_FIELD(prefix, getter, field)                                                            \
-    static VALUE prefix##_get_##field(VALUE self) { return getter(self)->field ? Qtrue : Qfalse; }   \
-    static VALUE prefix##_set_##field(VALUE self, VALUE v) {                                         \
-        getter(self)->field = RTEST(v);                                                              \
-        return getter(self)->field ? Qtrue : Qfalse;                                                 \
-    }
-#define DEFINE_ACCESSOR(klass, prefix, field, name)                        \
-    rb_define_method(klass, name, prefix##_get_##field, 0);                \
-    rb_define_method(klass, name "=", prefix##_set_##field, 1)
 
 /* ---- ModelParams ---------------------------------------------------------------- */
 
@@ -106,15 +71,7 @@ INT_FIELD(mp, MP, main_gpu)
 BOOL_FIELD(mp, MP, vocab_only)
 BOOL_FIELD(mp, MP, use_mmap)
 BOOL_FIELD(mp, MP, use_mlock)
-
-static VALUE mp_get_split_mode(VALUE self) {
-    return INT2NUM(MP(self)->split_mode);
-}
-
-static VALUE mp_set_split_mode(VALUE self, VALUE v) {
-    MP(self)->split_mode = (enum llama_split_mode)NUM2INT(v);
-    return INT2NUM(MP(self)->split_mode);
-}
+ENUM_FIELD(mp, MP, split_mode, enum llama_split_mode)
 
 static VALUE mp_get_tensor_split(VALUE self) {
     const float *split = MP(self)->tensor_split;
@@ -163,23 +120,8 @@ static VALUE cp_set_rope_scaling_type(VALUE self, VALUE v) {
     return INT2NUM(CP(self)->rope_scaling_type);
 }
 
-static VALUE cp_get_type_k(VALUE self) {
-    return INT2NUM(CP(self)->type_k);
-}
-
-static VALUE cp_set_type_k(VALUE self, VALUE v) {
-    CP(self)->type_k = (enum ggml_type)NUM2INT(v);
-    return INT2NUM(CP(self)->type_k);
-}
-
-static VALUE cp_get_type_v(VALUE self) {
-    return INT2NUM(CP(self)->type_v);
-}
-
-static VALUE cp_set_type_v(VALUE self, VALUE v) {
-    CP(self)->type_v = (enum ggml_type)NUM2INT(v);
-    return INT2NUM(CP(self)->type_v);
-}
+ENUM_FIELD(cp, CP, type_k, enum ggml_type)
+ENUM_FIELD(cp, CP, type_v, enum ggml_type)
 #undef CP
 
 /* ---- ModelQuantizeParams ---------------------------------------------------------------- */
@@ -189,31 +131,11 @@ BOOL_FIELD(qp, QP, allow_requantize)
 BOOL_FIELD(qp, QP, quantize_output_tensor)
 BOOL_FIELD(qp, QP, only_copy)
 BOOL_FIELD(qp, QP, pure)
-
-static VALUE qp_get_n_thread(VALUE self) {
-    return INT2NUM(QP(self)->nthread);
-}
-
-static VALUE qp_set_n_thread(VALUE self, VALUE v) {
-    QP(self)->nthread = NUM2INT(v);
-    return INT2NUM(QP(self)->nthread);
-}
-
-static VALUE qp_get_ftype(VALUE self) {
-    return INT2NUM(QP(self)->ftype);
-}
-
-static VALUE qp_set_ftype(VALUE self, VALUE v) {
-    QP(self)->ftype = (enum llama_ftype)NUM2INT(v);
-    return INT2NUM(QP(self)->ftype);
-}
+INT_FIELD(qp, QP, nthread)
+ENUM_FIELD(qp, QP, ftype, enum llama_ftype)
 #undef QP
 
 /* ---- ModelKVOverride (readers only; nothing in the API consumes it) ---------------------- */
-
-static struct llama_model_kv_override *kv_get(VALUE self) {
-    return rb_check_typeddata(self, &kv_override_type);
-}
 
 static VALUE kv_key(VALUE self) {
     const char *key = kv_get(self)->key;
@@ -238,7 +160,7 @@ static VALUE kv_bool_value(VALUE self) {
 
 void rbllama_init_params(void) {
     VALUE k = rb_cLLaMAModelParams = rb_define_class_under(rb_mLLaMACpp, "ModelParams", rb_cObject);
-    rb_define_alloc_func(k, model_params_alloc);
+    rb_define_alloc_func(k, model_params_alloc_default);
     DEFINE_ACCESSOR(k, mp, n_gpu_layers, "n_gpu_layers");
     DEFINE_ACCESSOR(k, mp, split_mode, "split_mode");
     DEFINE_ACCESSOR(k, mp, main_gpu, "main_gpu");
@@ -248,7 +170,7 @@ void rbllama_init_params(void) {
     DEFINE_ACCESSOR(k, mp, use_mlock, "use_mlock");
 
     k = rb_cLLaMAContextParams = rb_define_class_under(rb_mLLaMACpp, "ContextParams", rb_cObject);
-    rb_define_alloc_func(k, context_params_alloc);
+    rb_define_alloc_func(k, context_params_alloc_default);
     DEFINE_ACCESSOR(k, cp, seed, "seed");
     DEFINE_ACCESSOR(k, cp, n_ctx, "n_ctx");
     DEFINE_ACCESSOR(k, cp, n_batch, "n_batch");
@@ -270,8 +192,8 @@ void rbllama_init_params(void) {
     DEFINE_ACCESSOR(k, cp, offload_kqv, "offload_kqv");
 
     k = rb_cLLaMAModelQuantizeParams = rb_define_class_under(rb_mLLaMACpp, "ModelQuantizeParams", rb_cObject);
-    rb_define_alloc_func(k, quantize_params_alloc);
-    DEFINE_ACCESSOR(k, qp, n_thread, "n_thread");
+    rb_define_alloc_func(k, quantize_params_alloc_default);
+    DEFINE_ACCESSOR(k, qp, nthread, "n_thread");
     DEFINE_ACCESSOR(k, qp, ftype, "ftype");
     DEFINE_ACCESSOR(k, qp, allow_requantize, "allow_requantize");
     DEFINE_ACCESSOR(k, qp, quantize_output_tensor, "quantize_output_tensor");
@@ -279,7 +201,7 @@ void rbllama_init_params(void) {
     DEFINE_ACCESSOR(k, qp, pure, "pure");
 
     k = rb_cLLaMAModelKVOverride = rb_define_class_under(rb_mLLaMACpp, "ModelKVOverride", rb_cObject);
-    rb_define_alloc_func(k, kv_override_alloc);
+    rb_define_alloc_func(k, kv_alloc);
     rb_define_method(k, "key", kv_key, 0);
     rb_define_method(k, "tag", kv_tag, 0);
     rb_define_method(k, "int_value", kv_int_value, 0);

@@ -14,22 +14,7 @@ VALUE rb_cLLaMATokenDataArray;
 
 /* ---- TokenData --------------------------------------------------------------------------- */
 
-static size_t token_data_memsize(const void *p) {
-    return sizeof(llama_token_data);
-}
-
-static const rb_data_type_t token_data_type = {
-    "LLaMACpp::TokenData", { NULL, RUBY_TYPED_DEFAULT_FREE, token_data_memsize, }, NULL, NULL, RUBY_TYPED_FREE_IMMEDIATELY
-};
-
-static VALUE token_data_alloc(VALUE klass) {
-    llama_token_data *d;
-    return TypedData_Make_Struct(klass, llama_token_data, &token_data_type, d);
-}
-
-static llama_token_data *token_data_get(VALUE self) {
-    return rb_check_typeddata(self, &token_data_type);
-}
+RBLLAMA_STRUCT_CLASS(token_data, llama_token_data, "LLaMACpp::TokenData")
 
 /* TokenData.new(id:, logit:, p:) */
 static VALUE token_data_initialize(int argc, VALUE *argv, VALUE self) {
@@ -46,32 +31,9 @@ static VALUE token_data_initialize(int argc, VALUE *argv, VALUE self) {
     return self;
 }
 
-static VALUE token_data_get_id(VALUE self) {
-    return INT2NUM(token_data_get(self)->id);
-}
-
-static VALUE token_data_set_id(VALUE self, VALUE v) {
-    token_data_get(self)->id = NUM2INT(v);
-    return INT2NUM(token_data_get(self)->id);
-}
-
-static VALUE token_data_get_logit(VALUE self) {
-    return DBL2NUM(token_data_get(self)->logit);
-}
-
-static VALUE token_data_set_logit(VALUE self, VALUE v) {
-    token_data_get(self)->logit = (float)NUM2DBL(v);
-    return DBL2NUM(token_data_get(self)->logit);
-}
-
-static VALUE token_data_get_p(VALUE self) {
-    return DBL2NUM(token_data_get(self)->p);
-}
-
-static VALUE token_data_set_p(VALUE self, VALUE v) {
-    token_data_get(self)->p = (float)NUM2DBL(v);
-    return DBL2NUM(token_data_get(self)->p);
-}
+INT_FIELD(token_data, token_data_get, id)
+FLOAT_FIELD(token_data, token_data_get, logit)
+FLOAT_FIELD(token_data, token_data_get, p)
 
 static VALUE token_data_new(llama_token_data value) {
     VALUE obj = token_data_alloc(rb_cLLaMATokenData);
@@ -331,27 +293,28 @@ static VALUE context_sample_typical(int argc, VALUE *argv, VALUE self) {
     return prob_sample(argc, argv, self, "prob", llama_sample_typical);
 }
 
-static VALUE context_sample_temp(int argc, VALUE *argv, VALUE self) {
-    static const char *const names[] = { "temp" };
+/* sample_temp(candidates, temp:) and its deprecated alias sample_temperature(candidates, temperature:):
+ * `deprecated` is the warning the alias gives (NULL for none). */
+static VALUE temp_sample(int argc, VALUE *argv, VALUE self, const char *key, const char *type_message,
+                         const char *deprecated) {
+    const char *const names[] = { key };
     VALUE kw[1];
     VALUE candidates = scan_candidates(argc, argv, names, 1, 0, kw);
     struct llama_context *ctx = sampling_ctx(self);
+    if (deprecated) rb_warn("%s", deprecated);
     llama_token_data_array *c = candidates_arg(candidates, "1st argument must be a TokenDataArray");
-    rbllama_expect_float(kw[0], "temp must be a float");
+    rbllama_expect_float(kw[0], type_message);
     llama_sample_temp(ctx, c, (float)RFLOAT_VALUE(kw[0]));
     return Qnil;
 }
 
+static VALUE context_sample_temp(int argc, VALUE *argv, VALUE self) {
+    return temp_sample(argc, argv, self, "temp", "temp must be a float", NULL);
+}
+
 static VALUE context_sample_temperature(int argc, VALUE *argv, VALUE self) {
-    static const char *const names[] = { "temperature" };
-    VALUE kw[1];
-    VALUE candidates = scan_candidates(argc, argv, names, 1, 0, kw);
-    struct llama_context *ctx = sampling_ctx(self);
-    rb_warn("sample_temperature is deprecated. Use sample_temp instead.");
-    llama_token_data_array *c = candidates_arg(candidates, "1st argument must be a TokenDataArray");
-    rbllama_expect_float(kw[0], "temperature must be a float");
-    llama_sample_temp(ctx, c, (float)RFLOAT_VALUE(kw[0]));
-    return Qnil;
+    return temp_sample(argc, argv, self, "temperature", "temperature must be a float",
+                       "sample_temperature is deprecated. Use sample_temp instead.");
 }
 
 static VALUE context_sample_token_mirostat(int argc, VALUE *argv, VALUE self) {
@@ -429,12 +392,9 @@ void rbllama_init_sampling(void) {
     VALUE k = rb_cLLaMATokenData = rb_define_class_under(rb_mLLaMACpp, "TokenData", rb_cObject);
     rb_define_alloc_func(k, token_data_alloc);
     rb_define_method(k, "initialize", token_data_initialize, -1);
-    rb_define_method(k, "id", token_data_get_id, 0);
-    rb_define_method(k, "id=", token_data_set_id, 1);
-    rb_define_method(k, "logit", token_data_get_logit, 0);
-    rb_define_method(k, "logit=", token_data_set_logit, 1);
-    rb_define_method(k, "p", token_data_get_p, 0);
-    rb_define_method(k, "p=", token_data_set_p, 1);
+    DEFINE_ACCESSOR(k, token_data, id, "id");
+    DEFINE_ACCESSOR(k, token_data, logit, "logit");
+    DEFINE_ACCESSOR(k, token_data, p, "p");
 
     k = rb_cLLaMATokenDataArray = rb_define_class_under(rb_mLLaMACpp, "TokenDataArray", rb_cObject);
     rb_define_alloc_func(k, tda_alloc);
