@@ -86,13 +86,7 @@ class TestContext < Minitest::Test
     eval_golden['prompts'].each do |prompt|
       context = new_context(model)
       decode_tokens(context, prompt['tokens'])
-      n_past = prompt['tokens'].size
-      generated = prompt['greedy']['tokens'].map do
-        id = argmax(context.logits)
-        decode_tokens(context, [id], pos_zero: n_past)
-        n_past += 1
-        id
-      end
+      generated = greedy_tokens(context, prompt['tokens'].size, prompt['greedy']['tokens'].size)
       assert_equal prompt['greedy']['tokens'], generated, prompt['text']
       assert_equal prompt['greedy']['text'], generated.map { |t| model.token_to_piece(t) }.join
     end

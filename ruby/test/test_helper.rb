@@ -68,6 +68,16 @@ module LlamacTestHelper
     values.each_with_index.max_by { |v, i| [v, -i] }.last
   end
 
+  # count greedy tokens from the context's logits, each decoded in turn from position n_past
+  def greedy_tokens(context, n_past, count)
+    Array.new(count) do
+      id = argmax(context.logits)
+      decode_tokens(context, [id], pos_zero: n_past)
+      n_past += 1
+      id
+    end
+  end
+
   def assert_floats_close(expected, actual, tolerance, message = nil)
     assert_equal expected.size, actual.size, message
     worst = expected.zip(actual).map { |e, a| (e - a).abs }.max || 0.0

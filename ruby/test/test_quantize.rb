@@ -13,16 +13,10 @@ class TestQuantize < Minitest::Test
     LLaMACpp::Model.new(model_path: path, params: LLaMACpp::ModelParams.new)
   end
 
-  def greedy_tokens(model, prompt, count)
+  def generate(model, prompt, count)
     context = new_context(model)
     decode_tokens(context, prompt)
-    n_past = prompt.size
-    Array.new(count) do
-      id = argmax(context.logits)
-      decode_tokens(context, [id], pos_zero: n_past)
-      n_past += 1
-      id
-    end
+    greedy_tokens(context, prompt.size, count)
   end
 
   def test_quantize_q8_0_then_generate
@@ -31,7 +25,7 @@ class TestQuantize < Minitest::Test
     assert_equal reference['model_desc'], model.desc
     assert_equal 292_800, model.n_params
     prompt = reference['prompts'][0]
-    assert_equal prompt['greedy']['tokens'].first(20), greedy_tokens(model, prompt['tokens'], 20)
+    assert_equal prompt['greedy']['tokens'].first(20), generate(model, prompt['tokens'], 20)
   end
 
   def test_quantize_f16
@@ -39,6 +33,6 @@ class TestQuantize < Minitest::Test
     reference = golden('eval-stories260K-F16.json')
     assert_equal reference['model_desc'], model.desc
     prompt = reference['prompts'][0]
-    assert_equal prompt['greedy']['tokens'].first(20), greedy_tokens(model, prompt['tokens'], 20)
+    assert_equal prompt['greedy']['tokens'].first(20), generate(model, prompt['tokens'], 20)
   end
 end

@@ -8,15 +8,6 @@ class TestSession < Minitest::Test
     golden('session-stories260K.json')
   end
 
-  def greedy(context, n_past, count)
-    Array.new(count) do
-      id = argmax(context.logits)
-      decode_tokens(context, [id], pos_zero: n_past)
-      n_past += 1
-      id
-    end
-  end
-
   def saved_session(model)
     context = new_context(model)
     decode_tokens(context, data['tokens'])
@@ -34,8 +25,8 @@ class TestSession < Minitest::Test
     assert_equal data['tokens'], loaded.load_session_file(session_path: path)
     assert_equal data['tokens'].size, loaded.kv_cache_token_count
     assert_equal context.logits, loaded.logits
-    assert_equal data['greedy20_original_ctx'], greedy(context, data['tokens'].size, 20)
-    assert_equal data['greedy20_after_load'], greedy(loaded, data['tokens'].size, 20)
+    assert_equal data['greedy20_original_ctx'], greedy_tokens(context, data['tokens'].size, 20)
+    assert_equal data['greedy20_after_load'], greedy_tokens(loaded, data['tokens'].size, 20)
   end
 
   def test_golden_file_loads
@@ -44,7 +35,7 @@ class TestSession < Minitest::Test
     File.binwrite(path, Base64.decode64(data['file_base64']))
     context = new_context(model)
     assert_equal data['tokens'], context.load_session_file(session_path: path)
-    assert_equal data['greedy20_after_load'], greedy(context, data['tokens'].size, 20)
+    assert_equal data['greedy20_after_load'], greedy_tokens(context, data['tokens'].size, 20)
   end
 
   def test_errors_leave_the_context_usable
@@ -85,6 +76,6 @@ class TestSession < Minitest::Test
     assert_raises(RuntimeError) { other.load_session_file(session_path: path) }
 
     decode_tokens(context, data['tokens'])
-    assert_equal data['greedy20_original_ctx'], greedy(context, data['tokens'].size, 20)
+    assert_equal data['greedy20_original_ctx'], greedy_tokens(context, data['tokens'].size, 20)
   end
 end
