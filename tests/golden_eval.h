@@ -22,6 +22,12 @@ static inline struct llama_context *golden_context(struct llama_model *model, in
     return llama_new_context_with_model(model, cp);
 }
 
+/* A model under the shared data directory (the test skips when it is
+ * absent) with default parameters; NULL when it does not load. */
+static inline struct llama_model *golden_load_model(const char *rel) {
+    return llama_load_model_from_file(test_require_shared(rel), llama_model_default_params());
+}
+
 /* A context that keeps the logits of every position (for scoring text): n_ctx = n_batch = n, 2 threads. */
 static inline struct llama_context *golden_scoring_context(struct llama_model *model, uint32_t n) {
     struct llama_context_params cp = llama_context_default_params();

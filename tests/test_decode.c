@@ -2,6 +2,7 @@
  * llama_decode on stories260K: several sequences in one batch, the KV cache
  * sequence operations, a full cache, invalid input, the deprecated paths.
  */
+#include "golden_eval.h"
 #include "test_util.h"
 
 #include "llama.h"
@@ -289,7 +290,7 @@ static void test_beam_search(void) {
 
 int main(void) {
     llama_backend_init(false);
-    g_model = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"), llama_model_default_params());
+    g_model = golden_load_model("models/stories260K.gguf");
     CHECK(g_model != NULL);
     if (!g_model) return test_finish("test_decode");
     g_n_vocab = llama_n_vocab(g_model);

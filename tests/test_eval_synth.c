@@ -23,7 +23,7 @@ static void check_models(const char *golden_rel, const char *dir, double tol) {
         const char *file = cJSON_GetObjectItem(m, "file")->valuestring;
         char rel[512];
         snprintf(rel, sizeof rel, "%s/%s", dir, file);
-        struct llama_model *model = llama_load_model_from_file(test_require_shared(rel), llama_model_default_params());
+        struct llama_model *model = golden_load_model(rel);
         CHECK_MSG(model != NULL, "%s does not load", file);
         if (!model) continue;
         char desc[128];

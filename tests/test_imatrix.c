@@ -130,8 +130,7 @@ static bool observe_fail(struct tensor *node, bool ask, void *data) {
 
 /* Observed and unobserved decodes agree; a failing observer stops the decode cleanly. */
 static void check_observer(const llama_token *tokens) {
-    struct llama_model *model = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"),
-                                                           llama_model_default_params());
+    struct llama_model *model = golden_load_model("models/stories260K.gguf");
     struct llama_context *ctx = model ? golden_scoring_context(model, 64) : NULL;
     CHECK(ctx != NULL);
     if (!ctx) return;
@@ -192,8 +191,7 @@ static void check_observer(const llama_token *tokens) {
 
 /* Experts: every expert some token is routed to gets the whole batch. */
 static void check_moe(const llama_token *tokens) {
-    struct llama_model *model = llama_load_model_from_file(test_require_shared("models/synth-moe/synth-moe-F32.gguf"),
-                                                           llama_model_default_params());
+    struct llama_model *model = golden_load_model("models/synth-moe/synth-moe-F32.gguf");
     struct llama_context *ctx = model ? golden_scoring_context(model, 64) : NULL;
     CHECK(ctx != NULL);
     if (!ctx) return;

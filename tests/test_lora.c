@@ -6,6 +6,7 @@
  */
 #include <unistd.h>
 
+#include "golden_eval.h"
 #include "llama.h"
 #include "quant/quant.h"
 #include "tensor/tensor.h"
@@ -100,8 +101,7 @@ int main(void) {
     printf("Q8_0 with F32 base: %g\n", check_applied("models/stories260K-Q8_0.gguf", "models/stories260K.gguf", 1.0f, 0.02));
 
     /* broken adapters: refused, weights unchanged */
-    struct llama_model *m = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"),
-                                                       llama_model_default_params());
+    struct llama_model *m = golden_load_model("models/stories260K.gguf");
     float before[N * N], after[N * N];
     weight_f32(m, "blk.0.attn_q.weight", before);
     for (int defect = 1; defect <= 4; defect++) {

@@ -14,7 +14,7 @@ static void test_golden_queries(void) {
     cJSON_ArrayForEach(m, cJSON_GetObjectItem(golden, "models")) {
         char rel[256];
         snprintf(rel, sizeof rel, "models/%s", cJSON_GetObjectItem(m, "file")->valuestring);
-        struct llama_model *model = llama_load_model_from_file(test_require_shared(rel), llama_model_default_params());
+        struct llama_model *model = golden_load_model(rel);
         CHECK(model != NULL);
         if (!model) continue;
         char buf[256];
@@ -124,7 +124,7 @@ static void test_broken_files(void) {
     CHECK_EQ_INT(rejected, tried);
     CHECK(llama_load_model_from_file("/nonexistent/model.gguf", llama_model_default_params()) == NULL);
     /* a vocabulary-only file has no weights: only vocab_only loads it */
-    CHECK(llama_load_model_from_file(test_require_shared("models/ggml-vocab-llama.gguf"), llama_model_default_params()) == NULL);
+    CHECK(golden_load_model("models/ggml-vocab-llama.gguf") == NULL);
     unlink(path);
     free(bytes);
 }

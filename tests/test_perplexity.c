@@ -140,7 +140,7 @@ static void check_stories_window(const cJSON *golden, const llama_token *tokens)
     cJSON_ArrayForEach(variant, cJSON_GetObjectItem(golden, "variants")) {
         char rel[256];
         snprintf(rel, sizeof rel, "models/%s", cJSON_GetObjectItem(variant, "model")->valuestring);
-        struct llama_model *model = llama_load_model_from_file(test_require_shared(rel), llama_model_default_params());
+        struct llama_model *model = golden_load_model(rel);
         CHECK(model != NULL);
         if (!model) continue;
         struct llama_context *ctx = golden_scoring_context(model, 256);
@@ -489,8 +489,7 @@ int main(void) {
     CHECK(test_write_file(text_file, text, strlen(text)));
 
     /* our tokenizer gives the golden tokens */
-    struct llama_model *vocab = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"),
-                                                           llama_model_default_params());
+    struct llama_model *vocab = golden_load_model("models/stories260K.gguf");
     llama_token tokens[1024];
     const int32_t n_tokens = vocab ? llama_tokenize(vocab, text, (int32_t)strlen(text), tokens, 1024, true, false) : -1;
     int32_t golden_tokens[1024];

@@ -109,8 +109,7 @@ static void run_case(struct llama_model *model, const cJSON *c) {
 int main(void) {
     llama_backend_init(false);
     cJSON *golden = golden_load("golden/sampling-stories260K.json");
-    struct llama_model *model = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"),
-                                                           llama_model_default_params());
+    struct llama_model *model = golden_load_model("models/stories260K.gguf");
     CHECK(model != NULL);
     const cJSON *c;
     cJSON_ArrayForEach(c, cJSON_GetObjectItem(golden, "cases")) run_case(model, c);

@@ -174,7 +174,7 @@ static void test_round_trip_and_corruption(void) {
 int main(void) {
     llama_backend_init(false);
     cJSON *golden = golden_load("golden/session-stories260K.json");
-    g_model = llama_load_model_from_file(test_require_shared("models/stories260K.gguf"), llama_model_default_params());
+    g_model = golden_load_model("models/stories260K.gguf");
     CHECK(g_model != NULL);
     const char *b64 = cJSON_GetObjectItem(golden, "file_base64")->valuestring;
     uint8_t *file = malloc(strlen(b64));
