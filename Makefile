@@ -6,6 +6,12 @@ all:
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build -j$(JOBS)
 
+# The main job: build, then generate text with the bundled default model
+# (models/kjv-llama.gguf, trained by this project on the King James Bible).
+PROMPT ?= And God said
+run: all
+	build/llamac run -m models/kjv-llama.gguf -p "$(PROMPT)" -n 200
+
 # Every test, C and Ruby (installs missing Debian packages first).
 test:
 	JOBS=$(JOBS) bash scripts/test.sh
