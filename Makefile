@@ -3,6 +3,7 @@ JOBS ?= 2
 
 .PHONY: all test run clean default-model
 all:
+	@bash scripts/install-deps.sh build
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 	cmake --build build -j$(JOBS)
 
