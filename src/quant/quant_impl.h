@@ -123,6 +123,14 @@ static inline int quant_nearest_int(float f) { return quant_int_of_biased(f + 12
 /* nearest_int(a * b) with the product not rounded first (fused, as b1892's build). */
 static inline int quant_nearest_int_fma(float a, float b) { return quant_int_of_biased(fmaf(a, b, 12582912.f)); }
 
+/* ---- SIMD variants by instruction set (quant_simd.h): quant_x86.c, quant_neon.c -- */
+struct quant_kernels;
+enum quant_isa;
+bool quant_x86_isa_supported(enum quant_isa isa);
+struct quant_kernels quant_x86_isa_kernels(enum quant_isa isa, enum ggml_type type);
+bool quant_neon_isa_supported(void);
+struct quant_kernels quant_neon_kernels(enum ggml_type type);
+
 /* ---- F32, F16 (quant_float.c) ---------------------------------------------- */
 void quant_f32_copy(const void *src, float *dst, int64_t n);
 void quant_f32_from_float(const float *src, void *dst, int64_t n);
@@ -130,6 +138,14 @@ void quant_f32_dot(int64_t n, float *s, const void *x, const void *y);
 void quant_f16_to_float(const void *src, float *dst, int64_t n);
 void quant_f16_from_float(const float *src, void *dst, int64_t n);
 void quant_f16_dot(int64_t n, float *s, const void *x, const void *y);
+/* The F32/F16 dot products' accumulators: acc[j][l] collects the products of
+ * elements 32i + 8j + l (fused); the finish reduces them in b1892's order and
+ * adds the n % 32 leftovers as b1892 does. SIMD variants fill acc and call
+ * these, so only the accumulation is theirs. */
+#define QUANT_DOT_LANES 8
+#define QUANT_DOT_STEP (4 * QUANT_DOT_LANES)
+float quant_f32_dot_finish(const float acc[4][QUANT_DOT_LANES], const float *x, const float *y, int64_t n);
+float quant_f16_dot_finish(const float acc[4][QUANT_DOT_LANES], const fp16_t *x, const fp16_t *y, int64_t n);
 
 /* ---- 32-element blocks (quant_legacy.c) ------------------------------------ */
 void quant_q4_0_quantize_ref(const float *x, void *y, int64_t n);
@@ -185,6 +201,39 @@ void quant_q3_K_dot_q8_K(int64_t n, float *s, const void *x, const void *y);
 void quant_q4_K_dot_q8_K(int64_t n, float *s, const void *x, const void *y);
 void quant_q5_K_dot_q8_K(int64_t n, float *s, const void *x, const void *y);
 void quant_q6_K_dot_q8_K(int64_t n, float *s, const void *x, const void *y);
+
+/* The 8 six-bit scales and 8 six-bit mins of a Q4_K/Q5_K block from its 12
+ * packed bytes (as get_scale_min_k4 reads them one at a time). */
+static inline void quant_k4_scales_mins(const uint8_t *q, uint8_t sc[8], uint8_t mn[8]) {
+    uint32_t u0, u1, u2;
+    memcpy(&u0, q, 4);
+    memcpy(&u1, q + 4, 4);
+    memcpy(&u2, q + 8, 4);
+    const uint32_t s_lo = u0 & 0x3f3f3f3fu, m_lo = u1 & 0x3f3f3f3fu;
+    const uint32_t s_hi = (u2 & 0x0f0f0f0fu) | ((u0 >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((u2 >> 4) & 0x0f0f0f0fu) | ((u1 >> 2) & 0x30303030u);
+    memcpy(sc, &s_lo, 4);
+    memcpy(sc + 4, &s_hi, 4);
+    memcpy(mn, &m_lo, 4);
+    memcpy(mn + 4, &m_hi, 4);
+}
+
+/* The 16 six-bit scales of a Q3_K block (0..63, bias 32 not removed): low 4
+ * bits from the first 8 bytes (scales 8..15 in the high nibbles), high 2 bits
+ * from the last 4 (scale j: byte 8 + j % 4, bits 2 (j / 4)). */
+static inline void quant_q3_K_scales(const uint8_t *in, int8_t out[16]) {
+    uint32_t a0, a1, a2;
+    memcpy(&a0, in, 4);
+    memcpy(&a1, in + 4, 4);
+    memcpy(&a2, in + 8, 4);
+    const uint32_t w[4] = {
+        (a0 & 0x0f0f0f0fu) | ((a2 & 0x03030303u) << 4),
+        (a1 & 0x0f0f0f0fu) | (((a2 >> 2) & 0x03030303u) << 4),
+        ((a0 >> 4) & 0x0f0f0f0fu) | (((a2 >> 4) & 0x03030303u) << 4),
+        ((a1 >> 4) & 0x0f0f0f0fu) | (((a2 >> 6) & 0x03030303u) << 4),
+    };
+    memcpy(out, w, 16);
+}
 
 /* ---- IQ2 (quant_iq2.c, codebooks in iq2_tables.c) --------------------------- */
 void quant_iq2_xxs_dequantize(const void *x, float *y, int64_t n);

@@ -28,6 +28,10 @@ void cpu_row_to_float(enum ggml_type type, const void *src, size_t stride, float
             for (int64_t i = 0; i < ne; i++) memcpy(&dst[i], p + i * stride, sizeof(float));
             return;
         case GGML_TYPE_F16:
+            if (stride == sizeof(fp16_t)) {
+                type_traits_get(type)->to_float(src, dst, ne);
+                return;
+            }
             for (int64_t i = 0; i < ne; i++) {
                 fp16_t h;
                 memcpy(&h, p + i * stride, sizeof h);
@@ -52,12 +56,7 @@ void cpu_row_from_float(enum ggml_type type, const float *src, void *dst, int64_
         case GGML_TYPE_F32:
             memcpy(dst, src, (size_t)ne * sizeof(float));
             return;
-        case GGML_TYPE_F16: {
-            fp16_t *d = dst;
-            for (int64_t i = 0; i < ne; i++) d[i] = fp32_to_fp16(src[i]);
-            return;
-        }
-        default:
+        default: /* F16 and the quantized types */
             type_traits_get(type)->from_float(src, dst, ne);
             return;
     }
