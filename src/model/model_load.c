@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_packed.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "gguf/gguf.h"
@@ -461,6 +462,35 @@ static bool load_llama_weights(struct weight_loader *wl) {
     return true;
 }
 
+/* The matrices the graph multiplies by with mul_mat get the CPU backend's
+ * packed copy where it has one (cpu_packed.h), and their pages of the mapped
+ * file leave the resident set, so the copy replaces them rather than adding
+ * to them. Not packed: the experts (mul_mat_id reads them in place), an
+ * output tied to the token embeddings (get_rows reads those pages), and
+ * anything when the file is read into memory or locked there (a copy would
+ * then double the memory). */
+static bool pack_weights(struct llama_model *model, const struct llama_model_params *params) {
+    if (!params->use_mmap || params->use_mlock) return true;
+    enum { N_PER_LAYER = 7 };
+    for (uint32_t i = 0; i <= model->hparams.n_layer; i++) {
+        struct tensor *list[N_PER_LAYER] = { 0 };
+        if (i == model->hparams.n_layer) {
+            if (model->output != model->tok_embd) list[0] = model->output;
+        } else {
+            const struct llama_layer *l = &model->layers[i];
+            struct tensor *mats[N_PER_LAYER] = { l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_down, l->ffn_up };
+            memcpy(list, mats, sizeof mats);
+        }
+        for (int j = 0; j < N_PER_LAYER; j++) {
+            struct tensor *t = list[j];
+            if (!t) continue;
+            if (!cpu_repack_weight(t)) return false;
+            if (t->extra) gguf_release_pages(model->gguf, t->data, tensor_nbytes(t));
+        }
+    }
+    return true;
+}
+
 static bool load_weights(struct llama_model *model, const struct llama_model_params *params) {
     const struct gguf_reader *g = model->gguf;
     int64_t n_tensors = gguf_n_tensors(g);
@@ -477,7 +507,7 @@ static bool load_weights(struct llama_model *model, const struct llama_model_par
         free(wl.used);
         return false;
     }
-    bool ok = load_llama_weights(&wl);
+    bool ok = load_llama_weights(&wl) && pack_weights(model, params);
     free(wl.used);
     return ok;
 }
@@ -510,6 +540,11 @@ void model_free(struct llama_model *model) {
     vocab_free(model->vocab);
     for (size_t i = 0; i < model->n_lora_buffers; i++) free(model->lora_buffers[i]);
     free(model->lora_buffers);
+    if (model->weights_ctx) {
+        for (struct tensor *t = tensor_ctx_first(model->weights_ctx); t; t = tensor_ctx_next(model->weights_ctx, t)) {
+            cpu_repack_release(t);
+        }
+    }
     tensor_ctx_free(model->weights_ctx);
     free(model->layers);
     gguf_close(model->gguf);

@@ -1,0 +1,187 @@
+/*
+ * AVX-512 (F, BW, VL, DQ, VNNI) micro-kernels of the packed matrix products
+ * (cpu_packed.h, layouts in cpu_packed_impl.h).
+ *
+ * Quantized tiles: a 512-bit register holds the lanes of 4 rows (dword 4r + k
+ * = b1892's lane k of row r), so every instruction works on 4 outputs of one
+ * column: vpdpbusd forms the integer lanes of a block (starting from the
+ * activations' bias correction), vcvtdq2ps and one vfmadd231ps with the
+ * rows' scales times the column's fuse them into the float lanes, block by
+ * block. Lanes 0-3 and 4-7 of a row sit in two accumulators; at the end they
+ * are added (lane k onto k + 4) and reduced per row as hsum_float_8.
+ *
+ * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
+ * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
+ * elements; the reduction is quant_float.c's.
+ */
+#include "backend/cpu/cpu_packed_impl.h"
+
+#include "core/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include "core/fp16.h"
+
+#define PK_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
+#define PK_FN static inline __attribute__((target(PK_TARGET), always_inline))
+#define PK_KERNEL static __attribute__((target(PK_TARGET)))
+
+/* The 4 rows' float scales (halves at p) spread to the rows' 4 lanes each. */
+PK_FN __m512 pk_row_scales(const void *p) {
+    const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(d));
+}
+
+PK_FN __m512i pk_bcast128(const void *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
+
+/* Row r's hsum_float_8 of lanes lo (0-3) and hi (4-7) for the 4 rows: lane k
+ * onto k + 4, then (l0 + l2) + (l1 + l3); the 4 results to dst[0..nrows). */
+PK_FN void pk_store_rows(__m512 lo, __m512 hi, float *dst, int nrows) {
+    const __m512 s = _mm512_add_ps(lo, hi);
+    const __m512 t = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    const __m512 u = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m128 r = _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), u));
+    _mm_mask_storeu_ps(dst, (__mmask8)((1u << nrows) - 1), r);
+}
+
+/* Q4_0 / Q8_0 rows against PK_ACT_Q8 columns; C is a constant after inlining. */
+PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
+    const int64_t nb = t->nb;
+    const uint8_t *wd = t->w, *wq = t->w + pk_pad64((size_t)nb * 8);
+    const size_t qbytes = q4 ? 64 : 128;
+    __m512 acc_lo[PK_MAX_COLS], acc_hi[PK_MAX_COLS];
+    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
+    const uint8_t *act_d = t->act + (size_t)nb * 64;
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i lo, hi;
+        if (q4) {
+            const __m512i q = _mm512_loadu_si512(wq + qbytes * i), m4 = _mm512_set1_epi8(0x0F);
+            lo = _mm512_and_si512(q, m4);
+            hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        } else {
+            lo = _mm512_loadu_si512(wq + qbytes * i);
+            hi = _mm512_loadu_si512(wq + qbytes * i + 64);
+        }
+        const __m512 dx = pk_row_scales(wd + 8 * i);
+        for (int c = 0; c < C; c++) {
+            const uint8_t *a = t->act + c * t->act_stride + 64 * i;
+            const __m512i ilo = _mm512_dpbusd_epi32(pk_bcast128(a + 32), lo, pk_bcast128(a));
+            const __m512i ihi = _mm512_dpbusd_epi32(pk_bcast128(a + 48), hi, pk_bcast128(a + 16));
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(((const float *)(act_d + c * t->act_stride))[i]));
+            acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ilo), acc_lo[c]);
+            acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ihi), acc_hi[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], t->dst + c * t->dst_stride, t->nrows);
+}
+
+#define PK_DISPATCH_COLS(body)                \
+    switch (t->ncols) {                       \
+        case 1: body(1); break;               \
+        case 2: body(2); break;               \
+        case 3: body(3); break;               \
+        case 4: body(4); break;               \
+        case 5: body(5); break;               \
+        case 6: body(6); break;               \
+        case 7: body(7); break;               \
+        default: body(8); break;              \
+    }
+
+PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) {
+#define PK_Q4_0(C) pk_q8fam_tile(t, C, true)
+    PK_DISPATCH_COLS(PK_Q4_0)
+#undef PK_Q4_0
+}
+
+PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) {
+#define PK_Q8_0(C) pk_q8fam_tile(t, C, false)
+    PK_DISPATCH_COLS(PK_Q8_0)
+#undef PK_Q8_0
+}
+
+/* ---- F16 ------------------------------------------------------------------------------- */
+
+PK_FN __m512 pk_load_w(const void *w, bool f16, size_t i) {
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const fp16_t *)w + i)));
+    return _mm512_loadu_ps((const float *)w + i);
+}
+
+/* quant_float.c's reduction of the accumulators [a0 | a1] and [a2 | a3]:
+ * lane-wise (a0 + a2) + (a1 + a3), upper 4 lanes onto the lower 4, then
+ * (l0 + l1) + (l2 + l3). */
+PK_FN float pk_f16_reduce(__m512 a01, __m512 a23) {
+    const __m512 s = _mm512_add_ps(a01, a23);
+    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 p = _mm_add_ps(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehl_ps(p, p)));
+}
+
+PK_FN void pk_f16_tile_rc(const struct pk_tile_f16 *t, const int R, const int C) {
+    __m512 a01[PK_F16_ROWS][PK_F16_COLS], a23[PK_F16_ROWS][PK_F16_COLS];
+    for (int r = 0; r < R; r++) {
+        for (int c = 0; c < C; c++) a01[r][c] = a23[r][c] = _mm512_setzero_ps();
+    }
+    for (int64_t k = 0; k < t->k; k += 32) {
+        __m512 x0[PK_F16_ROWS], x1[PK_F16_ROWS];
+        for (int r = 0; r < R; r++) {
+            x0[r] = pk_load_w(t->w, t->w_f16, r * t->w_stride + k);
+            x1[r] = pk_load_w(t->w, t->w_f16, r * t->w_stride + k + 16);
+        }
+        for (int c = 0; c < C; c++) {
+            const __m512 y0 = _mm512_loadu_ps(t->act + c * t->act_stride + k);
+            const __m512 y1 = _mm512_loadu_ps(t->act + c * t->act_stride + k + 16);
+            for (int r = 0; r < R; r++) {
+                a01[r][c] = _mm512_fmadd_ps(x0[r], y0, a01[r][c]);
+                a23[r][c] = _mm512_fmadd_ps(x1[r], y1, a23[r][c]);
+            }
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        for (int r = 0; r < R; r++) t->dst[c * t->dst_stride + r] = pk_f16_reduce(a01[r][c], a23[r][c]);
+    }
+}
+
+PK_KERNEL void pk_f16_tile(const struct pk_tile_f16 *t) {
+#define PK_F16_1(C) pk_f16_tile_rc(t, 1, C)
+#define PK_F16_2(C) pk_f16_tile_rc(t, 2, C)
+    if (t->nrows == 2) {
+        switch (t->ncols) {
+            case 1: PK_F16_2(1); break;
+            case 2: PK_F16_2(2); break;
+            case 3: PK_F16_2(3); break;
+            case 4: PK_F16_2(4); break;
+            case 5: PK_F16_2(5); break;
+            default: PK_F16_2(6); break;
+        }
+    } else {
+        switch (t->ncols) {
+            case 1: PK_F16_1(1); break;
+            case 2: PK_F16_1(2); break;
+            case 3: PK_F16_1(3); break;
+            case 4: PK_F16_1(4); break;
+            case 5: PK_F16_1(5); break;
+            default: PK_F16_1(6); break;
+        }
+    }
+#undef PK_F16_1
+#undef PK_F16_2
+}
+
+static const struct pk_kernels pk_avx512 = { .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .f16 = pk_f16_tile };
+
+const struct pk_kernels *pk_kernels_x86(void) {
+    const struct cpu_features *f = cpu_features_get();
+    const bool ok = f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
+                    f->avx512vnni;
+    return ok ? &pk_avx512 : NULL;
+}
+
+#else
+
+const struct pk_kernels *pk_kernels_x86(void) { return NULL; }
+
+#endif
