@@ -8,6 +8,8 @@
 #include "test_util.h"
 
 #include "backend/cpu/cpu_compute.h"
+#include "backend/cpu/cpu_ops.h"
+#include "core/cpu_features.h"
 #include "core/fp16.h"
 #include "core/log.h"
 #include "quant/quant.h"
@@ -847,6 +849,72 @@ static void test_mul_mat_quantized(void) {
     printf("quantized mul_mat checked for %d types\n", n_types);
 }
 
+/* The chunk grid of matrix products: every output exactly once, row blocks
+ * in whole multiples of CPU_CHUNK_ROW_ALIGN, weight blocks within the L2
+ * budget, and enough chunks for the threads to balance. */
+static void test_chunks_plan(void) {
+    const size_t budget = cpu_l2_cache_bytes() / 4;
+    /* (rows, row bytes, columns, column bytes, threads) */
+    const int64_t cases[][5] = {
+        { 5632, 1152, 1, 2176, 2 },     /* TinyLlama ffn_gate Q4_0, one token */
+        { 256, 1152, 1, 2176, 2 },      /* attn_k: small, cut for balance */
+        { 5632, 4096, 512, 4096, 3 },   /* F16 prompt batch */
+        { 32000, 1680, 1, 2176, 1 },    /* output Q6_K, one thread */
+        { 64, 256, 32, 256, 2 },        /* attention kq: 64 cells x 32 heads */
+        { 7, 100, 3, 100, 4 },          /* tiny */
+        { 100, 100, 1, 100, 8 },
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int64_t nr0 = cases[i][0], nr1 = cases[i][2];
+        const int nth = (int)cases[i][4];
+        const struct cpu_chunks ch = cpu_chunks_plan(nr0, (size_t)cases[i][1], nr1, (size_t)cases[i][3], nth);
+        const int64_t n = cpu_chunks_count(&ch);
+        unsigned char *seen = calloc((size_t)(nr0 * nr1), 1);
+        bool aligned = true;
+        for (int64_t k = 0; k < n; k++) {
+            int64_t r0, r1, c0, c1;
+            cpu_chunks_range(&ch, k, &r0, &r1, &c0, &c1);
+            aligned &= r0 % CPU_CHUNK_ROW_ALIGN == 0 && (r1 == nr0 || (r1 - r0) % CPU_CHUNK_ROW_ALIGN == 0);
+            for (int64_t r = r0; r < r1; r++)
+                for (int64_t c = c0; c < c1; c++) seen[r * nr1 + c]++;
+        }
+        int64_t wrong = 0;
+        for (int64_t j = 0; j < nr0 * nr1; j++) wrong += seen[j] != 1;
+        free(seen);
+        CHECK_MSG(wrong == 0 && aligned, "case %zu: %lld outputs not covered exactly once, aligned %d", i,
+                  (long long)wrong, aligned);
+        CHECK_MSG(ch.rows <= CPU_CHUNK_ROW_ALIGN || (size_t)ch.rows * (size_t)cases[i][1] <= budget,
+                  "case %zu: %lld rows of %lld bytes exceed the L2 budget", i, (long long)ch.rows, (long long)cases[i][1]);
+        const int64_t possible = ((nr0 + CPU_CHUNK_ROW_ALIGN - 1) / CPU_CHUNK_ROW_ALIGN) * nr1;
+        const int64_t want = nth > 1 ? (int64_t)nth * CPU_CHUNKS_PER_THREAD : 1;
+        CHECK_MSG(n >= (want < possible ? want : possible) / 2, "case %zu: only %lld chunks for %d threads", i,
+                  (long long)n, nth);
+    }
+    /* one token through a 256-row weight on 2 threads: 8 blocks of 32 rows */
+    const struct cpu_chunks ch = cpu_chunks_plan(256, 1152, 1, 2176, 2);
+    CHECK_EQ_INT(ch.rows, 32);
+    CHECK_EQ_INT(cpu_chunks_count(&ch), 8);
+    const struct cpu_chunks none = cpu_chunks_plan(0, 100, 5, 100, 2);
+    CHECK_EQ_INT(cpu_chunks_count(&none), 0);
+
+    /* a product cut into many chunks in both dimensions: 1 and 3 threads agree
+     * (compute() checks) and every value is right */
+    struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
+    const int64_t k = 256, n = 300, m = 40;
+    struct tensor *w = input(ctx, GGML_TYPE_F16, (const int64_t[4]){ k, n, 1, 1 }, CONT, -1.0f, 1.0f);
+    struct tensor *x = input_f32(ctx, k, m, 1, 1, CONT);
+    struct tensor *out = op_mul_mat(ctx, w, x);
+    CHECK(compute(ctx, out));
+    expect_begin();
+    FOR_EACH(out) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < k; i++) sum += (double)at(w, i, i0, 0, 0) * fp16_round(at(x, i, i1, 0, 0));
+        expect(at(out, i0, i1, i2, i3), sum, 1e-5);
+    }
+    EXPECT_END("mul_mat in many chunks");
+    tensor_ctx_free(ctx);
+}
+
 static void test_mul_mat_id(void) {
     struct tensor_ctx *ctx = new_ctx();
     const int n_as = 4;
@@ -1002,6 +1070,7 @@ int main(void) {
     test_mul_mat_f32_f16();
     test_mul_mat_quantized();
     test_mul_mat_id();
+    test_chunks_plan();
     test_inplace();
     test_pool();
     printf("%d graph computations\n", g_graphs);

@@ -27,6 +27,22 @@ static void test_context(void) {
     for (struct tensor *t = tensor_ctx_first(ctx); t; t = tensor_ctx_next(ctx, t)) n++;
     CHECK_EQ_INT(n, 4);
     CHECK(tensor_ctx_first(ctx) == a);
+
+    /* a reset empties the context and keeps its memory: same tensor slots,
+     * same data arena, the graph block reused (and zeroed) */
+    void *a_data = a->data;
+    struct graph *g = graph_new(ctx, 8);
+    CHECK(g != NULL);
+    if (g) g->n_nodes = 5;
+    tensor_ctx_reset(ctx);
+    CHECK_EQ_INT(tensor_ctx_count(ctx), 0);
+    CHECK(tensor_ctx_first(ctx) == NULL);
+    struct tensor *a2 = tensor_new_1d(ctx, GGML_TYPE_F32, 100);
+    CHECK(a2 == a && a2->data == a_data && a2->op == OP_NONE);
+    struct graph *g2 = graph_new(ctx, 4); /* smaller: fits in the old block */
+    CHECK(g2 == g && g2->n_nodes == 0 && g2->capacity == 4);
+    struct graph *g3 = graph_new(ctx, 4); /* the old block is taken: a new one */
+    CHECK(g3 != NULL && g3 != g2);
     tensor_ctx_free(ctx);
 
     /* without a data arena tensors have no data */

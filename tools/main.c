@@ -13,6 +13,8 @@ int cmd_train_tokenizer(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_make_model(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
@@ -23,6 +25,8 @@ static const struct cli_command g_commands[] = {
     { "train", cmd_train, "train a LLaMA model from scratch on a text corpus (CPU)" },
     { "train-tokenizer", cmd_train_tokenizer, "learn a SentencePiece-style BPE vocabulary from text" },
     { "quantize", cmd_quantize, "convert a GGUF model to another file type (Q4_0 ... Q8_0, k-quants, IQ2, F16)" },
+    { "make-model", cmd_make_model, "write a random-weight LLaMA GGUF of a preset shape (benchmark models)" },
+    { "bench", cmd_bench, "measure prompt processing and generation speed (like llama-bench)" },
     { NULL, NULL, NULL }
 };
 

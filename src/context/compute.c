@@ -39,8 +39,11 @@ void compute_free(struct context_compute *cc) {
 }
 
 struct tensor_ctx *compute_arena(struct context_compute *cc) {
-    tensor_ctx_free(cc->arena);
-    cc->arena = tensor_ctx_new(cc->max_tensors, 0);
+    if (cc->arena) {
+        tensor_ctx_reset(cc->arena);
+    } else {
+        cc->arena = tensor_ctx_new(cc->max_tensors, 0);
+    }
     return cc->arena;
 }
 

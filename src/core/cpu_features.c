@@ -100,3 +100,30 @@ int cpu_physical_cores(void) {
     fclose(f);
     return n > 0 ? n : (int)logical;
 }
+
+static size_t g_l2_bytes;
+static pthread_once_t g_l2_once = PTHREAD_ONCE_INIT;
+
+/* sysconf where the C library knows it, else sysfs ("2048K"), else 1 MiB. */
+static void init_l2(void) {
+    long v = -1;
+#ifdef _SC_LEVEL2_CACHE_SIZE
+    v = sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+    if (v <= 0) {
+        FILE *f = fopen("/sys/devices/system/cpu/cpu0/cache/index2/size", "r");
+        char unit = 0;
+        if (f) {
+            if (fscanf(f, "%ld%c", &v, &unit) < 1) v = -1;
+            fclose(f);
+        }
+        if (v > 0 && (unit == 'K' || unit == 'k')) v *= 1024;
+        else if (v > 0 && (unit == 'M' || unit == 'm')) v *= 1024 * 1024;
+    }
+    g_l2_bytes = v > 0 ? (size_t)v : (size_t)1 << 20;
+}
+
+size_t cpu_l2_cache_bytes(void) {
+    pthread_once(&g_l2_once, init_l2);
+    return g_l2_bytes;
+}

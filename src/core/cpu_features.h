@@ -8,6 +8,7 @@
 #define LLAMAC_CORE_CPU_FEATURES_H
 
 #include <stdbool.h>
+#include <stddef.h>
 
 struct cpu_features {
     bool sse3, ssse3, avx, avx2, fma, f16c;
@@ -21,5 +22,9 @@ const struct cpu_features *cpu_features_get(void);
 
 /* Number of physical cores (falls back to logical CPUs when unknown). */
 int cpu_physical_cores(void);
+
+/* Bytes of one core's level-2 cache (read once; 1 MiB when unknown). Work is
+ * cut into chunks that fit in it. */
+size_t cpu_l2_cache_bytes(void);
 
 #endif

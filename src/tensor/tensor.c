@@ -15,9 +15,13 @@
 #include "core/log.h"
 #include "quant/quant.h"
 
-/* A block of memory owned by a context besides its tensors (graphs). */
+/* A block of memory owned by a context besides its tensors (graphs). A reset
+ * keeps the blocks and marks them free, so rebuilding the same graph reuses
+ * them instead of allocating. */
 struct tensor_ctx_block {
     struct tensor_ctx_block *next;
+    size_t size;   /* payload bytes */
+    bool in_use;
     max_align_t payload[];
 };
 
@@ -67,6 +71,12 @@ void tensor_ctx_free(struct tensor_ctx *ctx) {
     free(ctx);
 }
 
+void tensor_ctx_reset(struct tensor_ctx *ctx) {
+    ctx->n_tensors = 0;
+    ctx->data_used = 0;
+    for (struct tensor_ctx_block *b = ctx->blocks; b; b = b->next) b->in_use = false;
+}
+
 size_t tensor_ctx_data_overhead(size_t n_tensors) {
     return n_tensors * TENSOR_DATA_ALIGN;
 }
@@ -85,10 +95,22 @@ size_t tensor_ctx_count(const struct tensor_ctx *ctx) {
 }
 
 void *tensor_ctx_alloc_block(struct tensor_ctx *ctx, size_t size) {
+    /* a free block from before the last reset: the smallest that fits */
+    struct tensor_ctx_block *best = NULL;
+    for (struct tensor_ctx_block *b = ctx->blocks; b; b = b->next) {
+        if (!b->in_use && b->size >= size && (!best || b->size < best->size)) best = b;
+    }
+    if (best) {
+        best->in_use = true;
+        memset(best->payload, 0, size);
+        return best->payload;
+    }
     size_t total;
     if (!ck_add_size(sizeof(struct tensor_ctx_block), size, &total)) return NULL;
     struct tensor_ctx_block *b = calloc(1, total);
     if (!b) return NULL;
+    b->size = size;
+    b->in_use = true;
     b->next = ctx->blocks;
     ctx->blocks = b;
     return b->payload;

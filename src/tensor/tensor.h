@@ -137,6 +137,10 @@ struct tensor_ctx;
  * placed by an allocator or a loader. NULL on allocation failure. */
 struct tensor_ctx *tensor_ctx_new(size_t max_tensors, size_t data_size);
 void tensor_ctx_free(struct tensor_ctx *ctx);
+/* Forgets every tensor (and graph) of the context but keeps its memory, so a
+ * graph rebuilt in it allocates nothing: the tensors, the data arena and the
+ * graphs' blocks are reused. Pointers to the old tensors become invalid. */
+void tensor_ctx_reset(struct tensor_ctx *ctx);
 /* Bytes of data arena a set of tensors would need (for sizing data_size). */
 size_t tensor_ctx_data_overhead(size_t n_tensors);
 /* The tensors of a context, in creation order. */

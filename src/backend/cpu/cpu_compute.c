@@ -1,10 +1,17 @@
 /*
  * The persistent thread pool and the graph loop.
  *
- * Workers are created once. Between graphs they spin briefly and then sleep
- * on a condition variable; a graph wakes them (one broadcast), every thread
+ * Workers are created once. Between graphs they spin briefly (about a
+ * millisecond, so the next token's graph finds them awake) and then sleep on
+ * a condition variable; a graph wakes them (one broadcast), every thread
  * walks the same node list and meets the others at a spinning barrier after
- * each phase of each node. The calling thread is thread 0.
+ * each phase of each node (spinning, then yielding the core: on a machine
+ * shared with other processes a preempted thread must get to run). The
+ * calling thread is thread 0.
+ *
+ * Within a phase, kernels either split rows evenly (cpu_task_rows) or claim
+ * chunks from a counter (cpu_task_next_chunk, cpu_chunks_plan): matrix
+ * products, where most of the time goes, use chunks sized to the L2 cache.
  */
 #define _GNU_SOURCE /* sched_yield */
 #include "backend/cpu/cpu_compute.h"
@@ -17,6 +24,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "core/cpu_features.h"
 #include "core/log.h"
 #include "quant/quant.h"
 
@@ -54,6 +62,10 @@ struct cpu_threadpool {
     atomic_int stop_after;
     atomic_bool aborted;
     atomic_int kernel_error;
+    /* Chunk counters per phase, for even and odd steps (computed nodes):
+     * thread 0 zeroes the next step's set when it starts a step, when every
+     * thread is past the previous one and none can be past this one. */
+    atomic_int chunk_next[2][3];
 
     char *wdata;                  /* work memory, grows only */
     size_t wsize;
@@ -92,6 +104,41 @@ static bool cpu_op_is_view(enum tensor_op op) {
     return op == OP_NONE || op == OP_VIEW || op == OP_RESHAPE || op == OP_PERMUTE || op == OP_TRANSPOSE;
 }
 
+static int64_t cpu_ceil_div(int64_t a, int64_t b) {
+    return (a + b - 1) / b;
+}
+
+/* n items in blocks for about n_blocks pieces, block sizes multiples of align. */
+static void cpu_chunks_split(int64_t n, int64_t n_blocks, int64_t align, int64_t *per, int64_t *count) {
+    int64_t p = cpu_ceil_div(cpu_ceil_div(n, n_blocks), align) * align;
+    if (p > n) p = n;
+    *per = p;
+    *count = cpu_ceil_div(n, p);
+}
+
+struct cpu_chunks cpu_chunks_plan(int64_t nr0, size_t row_bytes, int64_t nr1, size_t col_bytes, int n_threads) {
+    struct cpu_chunks c = { .nr0 = nr0, .nr1 = nr1, .rows = 1, .cols = 1 };
+    if (nr0 <= 0 || nr1 <= 0) return c; /* no chunks */
+    const size_t budget = cpu_l2_cache_bytes() / 4;
+    int64_t max_rows = (int64_t)(budget / (row_bytes ? row_bytes : 1)) / CPU_CHUNK_ROW_ALIGN * CPU_CHUNK_ROW_ALIGN;
+    int64_t max_cols = (int64_t)(budget / (col_bytes ? col_bytes : 1));
+    if (max_rows < CPU_CHUNK_ROW_ALIGN) max_rows = CPU_CHUNK_ROW_ALIGN;
+    if (max_cols < 1) max_cols = 1;
+    int64_t n0 = cpu_ceil_div(nr0, max_rows), n1 = cpu_ceil_div(nr1, max_cols);
+    const int64_t n0_max = cpu_ceil_div(nr0, CPU_CHUNK_ROW_ALIGN), n1_max = nr1;
+    const int64_t want = n_threads > 1 ? (int64_t)n_threads * CPU_CHUNKS_PER_THREAD : 1;
+    /* too few chunks to balance: cut the dimension whose blocks are larger
+     * (in units of its smallest block) */
+    while (n0 * n1 < want && (n0 < n0_max || n1 < n1_max)) {
+        const bool cut_rows = n0 < n0_max && (n1 >= n1_max || nr0 / (n0 * CPU_CHUNK_ROW_ALIGN) >= nr1 / n1);
+        if (cut_rows) n0++;
+        else n1++;
+    }
+    cpu_chunks_split(nr0, n0, CPU_CHUNK_ROW_ALIGN, &c.rows, &c.n_row_chunks);
+    cpu_chunks_split(nr1, n1, 1, &c.cols, &c.n_col_chunks);
+    return c;
+}
+
 /* Every thread runs this for the current graph. */
 static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
     const struct graph *g = pool->graph;
@@ -100,21 +147,30 @@ static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
         .ith = ith, .nth = nth, .wdata = pool->wdata, .wsize = pool->wsize, .error = &pool->kernel_error,
         .stop_after = &pool->stop_after,
     };
+    int step = 0;
     for (int i = 0; i < g->n_nodes; i++) {
         struct tensor *node = g->nodes[i];
         if (cpu_op_is_view(node->op)) continue;
         task.node = i;
+        if (ith == 0) {
+            for (int ph = 0; ph < 3; ph++) atomic_store_explicit(&pool->chunk_next[(step + 1) & 1][ph], 0, memory_order_relaxed);
+        }
+        atomic_int *chunks = pool->chunk_next[step & 1];
+        step++;
         const struct cpu_op_desc *desc = cpu_op_desc_get(node->op);
         if (desc->has_init) {
             task.phase = CPU_PHASE_INIT;
+            task.chunk_next = &chunks[CPU_PHASE_INIT];
             desc->kernel(&task, node);
             cpu_barrier(pool, nth);
         }
         task.phase = CPU_PHASE_COMPUTE;
+        task.chunk_next = &chunks[CPU_PHASE_COMPUTE];
         desc->kernel(&task, node);
         if (desc->has_finalize) {
             cpu_barrier(pool, nth);
             task.phase = CPU_PHASE_FINALIZE;
+            task.chunk_next = &chunks[CPU_PHASE_FINALIZE];
             desc->kernel(&task, node);
         }
         /* thread 0 asks before the barrier, so all threads see the answer after it */
@@ -262,6 +318,7 @@ bool cpu_graph_compute(struct cpu_threadpool *pool, struct graph *g, int n_threa
     atomic_store(&pool->stop_after, INT_MAX);
     atomic_store(&pool->kernel_error, CPU_ERR_NONE);
     atomic_store(&pool->barrier_count, 0);
+    for (int ph = 0; ph < 3; ph++) atomic_store(&pool->chunk_next[0][ph], 0);
     pthread_mutex_lock(&pool->mutex);
     pool->graph = g;
     pool->n_active = n_threads;

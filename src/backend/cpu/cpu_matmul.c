@@ -100,6 +100,16 @@ static const void *cpu_src1_col(const struct cpu_task *task, const struct tensor
 
 /* ---- mul_mat --------------------------------------------------------------------------- */
 
+/* The output grid of a product of weights w (rows of w->ne[0]) and the columns of x. */
+static struct cpu_chunks cpu_mul_mat_chunks(const struct cpu_task *task, const struct tensor *w,
+                                            const struct tensor *x, int64_t n_cols) {
+    const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
+    size_t row_bytes = 0, col_bytes = 0;
+    type_row_size(w->type, w->ne[0], &row_bytes);
+    type_row_size(k.vec_dot_type, x->ne[0], &col_bytes);
+    return cpu_chunks_plan(w->ne[1], row_bytes, n_cols, col_bytes, task->nth);
+}
+
 /* F32 x F32 products marked MUL_MAT_ORDER_ANY and large enough to pay for
  * transposing the weight run on the tiled kernels of cpu_gemm.h: the
  * weight's slices are packed as panels W^T [k][n] in the work memory (INIT),
@@ -165,24 +175,20 @@ static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
         return;
     }
     const struct cpu_dot_kind k = cpu_dot_kind_get(w->type);
-    const int64_t nr0 = w->ne[1];
-    const int64_t nr1 = x->ne[1] * x->ne[2] * x->ne[3];
     const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
-    /* split the larger of the two dimensions between the threads (as b1892) */
-    int64_t a0 = 0, a1 = nr0, b0 = 0, b1 = nr1;
-    if (nr0 > nr1) {
-        cpu_task_rows(task, nr0, &a0, &a1);
-    } else {
-        cpu_task_rows(task, nr1, &b0, &b1);
-    }
-    for (int64_t c = b0; c < b1; c++) {
-        int64_t i11, i12, i13;
-        cpu_row_index(x, c, &i11, &i12, &i13);
-        /* the weight broadcasts over dims 2 and 3: x slice i12 uses w slice i12 / r2 (GQA) */
-        const char *wmat = cpu_elem(w, 0, 0, i12 / r2, i13 / r3);
-        const void *col = cpu_src1_col(task, w, x, i11, i12, i13);
-        float *out = cpu_elem(dst, 0, i11, i12, i13);
-        for (int64_t i = a0; i < a1; i++) k.vec_dot(w->ne[0], &out[i], wmat + i * w->nb[1], col);
+    const struct cpu_chunks ch = cpu_mul_mat_chunks(task, w, x, x->ne[1] * x->ne[2] * x->ne[3]);
+    for (int64_t chunk = cpu_task_next_chunk(task); chunk < cpu_chunks_count(&ch); chunk = cpu_task_next_chunk(task)) {
+        int64_t a0, a1, b0, b1;
+        cpu_chunks_range(&ch, chunk, &a0, &a1, &b0, &b1);
+        for (int64_t c = b0; c < b1; c++) {
+            int64_t i11, i12, i13;
+            cpu_row_index(x, c, &i11, &i12, &i13);
+            /* the weight broadcasts over dims 2 and 3: x slice i12 uses w slice i12 / r2 (GQA) */
+            const char *wmat = cpu_elem(w, 0, 0, i12 / r2, i13 / r3);
+            const void *col = cpu_src1_col(task, w, x, i11, i12, i13);
+            float *out = cpu_elem(dst, 0, i11, i12, i13);
+            for (int64_t i = a0; i < a1; i++) k.vec_dot(w->ne[0], &out[i], wmat + i * w->nb[1], col);
+        }
     }
 }
 
@@ -211,22 +217,26 @@ static void cpu_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
     }
     const int id = dst->op_params[0], n_as = dst->op_params[1];
     const struct cpu_dot_kind k = cpu_dot_kind_get(w0->type);
-    int64_t c0, c1;
-    cpu_task_rows(task, x->ne[1] * x->ne[2] * x->ne[3], &c0, &c1);
-    for (int64_t c = c0; c < c1; c++) {
-        int64_t i11, i12, i13;
-        cpu_row_index(x, c, &i11, &i12, &i13);
-        int32_t e;
-        memcpy(&e, cpu_elem(ids, id, i11, i12, i13), sizeof e);
-        if (e < 0 || e >= n_as) {
-            cpu_kernel_fail(task, CPU_ERR_EXPERT_INDEX);
-            continue;
+    /* the experts agree in type and shape (op_mul_mat_id checks), so one grid serves them all */
+    const struct cpu_chunks ch = cpu_mul_mat_chunks(task, w0, x, x->ne[1] * x->ne[2] * x->ne[3]);
+    for (int64_t chunk = cpu_task_next_chunk(task); chunk < cpu_chunks_count(&ch); chunk = cpu_task_next_chunk(task)) {
+        int64_t a0, a1, b0, b1;
+        cpu_chunks_range(&ch, chunk, &a0, &a1, &b0, &b1);
+        for (int64_t c = b0; c < b1; c++) {
+            int64_t i11, i12, i13;
+            cpu_row_index(x, c, &i11, &i12, &i13);
+            int32_t e;
+            memcpy(&e, cpu_elem(ids, id, i11, i12, i13), sizeof e);
+            if (e < 0 || e >= n_as) {
+                cpu_kernel_fail(task, CPU_ERR_EXPERT_INDEX);
+                continue;
+            }
+            const struct tensor *w = dst->src[2 + e];
+            const char *wmat = cpu_elem(w, 0, 0, i12 / (x->ne[2] / w->ne[2]), i13 / (x->ne[3] / w->ne[3]));
+            const void *col = cpu_src1_col(task, w0, x, i11, i12, i13);
+            float *out = cpu_elem(dst, 0, i11, i12, i13);
+            for (int64_t i = a0; i < a1; i++) k.vec_dot(w->ne[0], &out[i], wmat + i * w->nb[1], col);
         }
-        const struct tensor *w = dst->src[2 + e];
-        const char *wmat = cpu_elem(w, 0, 0, i12 / (x->ne[2] / w->ne[2]), i13 / (x->ne[3] / w->ne[3]));
-        const void *col = cpu_src1_col(task, w0, x, i11, i12, i13);
-        float *out = cpu_elem(dst, 0, i11, i12, i13);
-        for (int64_t i = 0; i < w->ne[1]; i++) k.vec_dot(w->ne[0], &out[i], wmat + i * w->nb[1], col);
     }
 }
 

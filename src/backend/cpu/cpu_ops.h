@@ -29,6 +29,7 @@ struct cpu_task {
     atomic_int *error;         /* set to a nonzero code when the data is bad (see cpu_kernel_fail) */
     atomic_int *stop_after;    /* index of the node after which all threads stop */
     int node;                  /* index of the node being computed */
+    atomic_int *chunk_next;    /* this node and phase's work counter, 0 when the phase starts */
 };
 
 typedef void (*cpu_kernel_fn)(const struct cpu_task *task, struct tensor *dst);
@@ -64,6 +65,44 @@ static inline void cpu_task_rows(const struct cpu_task *task, int64_t nr, int64_
     const int64_t a = dr * task->ith;
     *r0 = a < nr ? a : nr;
     *r1 = a + dr < nr ? a + dr : nr;
+}
+
+/* Dynamic work sharing: threads claim chunk indices 0, 1, 2, ... of the
+ * current phase from a shared counter until they run past the last, so a
+ * thread that runs faster (or is not preempted) takes more chunks. Which
+ * thread computes a chunk never changes the result. */
+static inline int cpu_task_next_chunk(const struct cpu_task *task) {
+    return atomic_fetch_add_explicit(task->chunk_next, 1, memory_order_relaxed);
+}
+
+/* A matrix product's output cut into chunks of rows (of the weight) x columns
+ * (of the activations): a chunk's weight rows fill about a quarter of the L2
+ * cache and its activation columns another quarter, so the weight block is
+ * read from memory once and reused for every column of the chunk. When that
+ * gives fewer than CPU_CHUNKS_PER_THREAD chunks per thread the blocks are cut
+ * smaller, so the threads can balance. Row blocks are multiples of
+ * CPU_CHUNK_ROW_ALIGN rows (except the last), for kernels that take several
+ * rows at a time. Chunk k covers row block k / n_col_chunks and column block
+ * k % n_col_chunks: consecutive chunks share their weight rows. */
+#define CPU_CHUNK_ROW_ALIGN 16
+#define CPU_CHUNKS_PER_THREAD 4
+
+struct cpu_chunks {
+    int64_t nr0, nr1;          /* rows, columns */
+    int64_t rows, cols;        /* per chunk (the last block of each may be smaller) */
+    int64_t n_row_chunks, n_col_chunks;
+};
+
+struct cpu_chunks cpu_chunks_plan(int64_t nr0, size_t row_bytes, int64_t nr1, size_t col_bytes, int n_threads);
+static inline int64_t cpu_chunks_count(const struct cpu_chunks *c) { return c->n_row_chunks * c->n_col_chunks; }
+/* Rows [*r0, *r1) and columns [*c0, *c1) of chunk k (0 <= k < count). */
+static inline void cpu_chunks_range(const struct cpu_chunks *c, int64_t k, int64_t *r0, int64_t *r1, int64_t *c0,
+                                    int64_t *c1) {
+    const int64_t rb = k / c->n_col_chunks, cb = k % c->n_col_chunks;
+    *r0 = rb * c->rows;
+    *r1 = *r0 + c->rows < c->nr0 ? *r0 + c->rows : c->nr0;
+    *c0 = cb * c->cols;
+    *c1 = *c0 + c->cols < c->nr1 ? *c0 + c->cols : c->nr1;
 }
 
 /* Per-thread scratch of `per_thread` bytes (rounded to 64) in the work memory after `offset`. */
