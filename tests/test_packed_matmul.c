@@ -2,7 +2,9 @@
  * The fast matrix products (backend/cpu/cpu_packed.h) against the reference
  * definition, bit for bit: every output of mul_mat must equal the scalar
  * vec_dot of the weight row and the activation column converted by the
- * scalar vec_dot_type quantizer (what b1892 computes). Shapes cover
+ * scalar vec_dot_type quantizer (what b1892 computes). Weights are quantized
+ * random floats or random quant bytes (every quant value) with finite
+ * scales. Shapes cover
  * partial row groups and column tiles, one column (generation) and many
  * (prompts), 1-3 threads, F16 weights with broadcast slices and strided rows,
  * and a weight whose packed copy went stale (its data pointer changed).
@@ -10,6 +12,7 @@
  * the reference path.
  */
 #include "test_util.h"
+#include "quant_test_util.h"
 
 #include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_packed.h"
@@ -18,8 +21,14 @@
 
 static uint64_t g_rng = 777;
 
-static void fill_weight(struct tensor *w) {
+/* Quantized random floats, or (random_bytes) any quant bytes with finite scales. */
+static void fill_weight(struct tensor *w, bool random_bytes) {
     const int64_t k = w->ne[0], rows = tensor_nrows(w);
+    if (random_bytes && type_traits_get(w->type)->is_quantized) {
+        for (size_t i = 0; i < tensor_nbytes(w); i++) ((uint8_t *)w->data)[i] = (uint8_t)test_rand_u64(&g_rng);
+        for (int64_t r = 0; r < rows; r++) quant_test_fix_scales(w->type, (uint8_t *)w->data + r * w->nb[1], k, &g_rng);
+        return;
+    }
     float *src = malloc((size_t)(k * rows) * sizeof(float));
     float *imatrix = malloc((size_t)k * sizeof(float));
     for (int64_t i = 0; i < k * rows; i++) src[i] = test_rand_uniform(&g_rng, -1.0f, 1.0f);
@@ -77,7 +86,7 @@ static int check_product(struct cpu_threadpool *pool, struct tensor_ctx *ctx, st
 }
 
 static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
-    static const int64_t ks[] = { 32, 96, 256, 2048 };
+    static const int64_t ks[] = { 32, 96, 256, 768, 2048 };
     static const int64_t ns[] = { 1, 4, 7, 18 };
     static const int64_t ms[] = { 1, 3, 8, 13 };
     int n_checked = 0, n_packed = 0;
@@ -88,7 +97,7 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
                 struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
                 struct tensor *w = tensor_new_2d(ctx, type, ks[a], ns[b]);
                 struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, ks[a], ms[c]);
-                fill_weight(w);
+                fill_weight(w, c % 2 == 1);
                 for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
                 CHECK(cpu_repack_weight(w));
                 n_packed += w->extra != NULL;
@@ -107,7 +116,7 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
 static void check_f16_slices(struct cpu_threadpool *pool) {
     struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
     struct tensor *base = tensor_new_4d(ctx, GGML_TYPE_F16, 96, 11, 2, 1);
-    fill_weight(base);
+    fill_weight(base, false);
     struct tensor *w = tensor_view_4d(ctx, base, 64, 11, 2, 1, base->nb[1], base->nb[2], base->nb[3], 0);
     struct tensor *x = tensor_new_4d(ctx, GGML_TYPE_F32, 64, 9, 4, 1);
     for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
@@ -122,8 +131,8 @@ static void check_stale(struct cpu_threadpool *pool) {
     struct tensor *w = tensor_new_2d(ctx, GGML_TYPE_Q4_0, 64, 8);
     struct tensor *w2 = tensor_new_2d(ctx, GGML_TYPE_Q4_0, 64, 8);
     struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 64, 3);
-    fill_weight(w);
-    fill_weight(w2);
+    fill_weight(w, false);
+    fill_weight(w2, true);
     for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
     CHECK(cpu_repack_weight(w));
     CHECK(cpu_packed_current(w));
@@ -142,7 +151,7 @@ static void check_stale(struct cpu_threadpool *pool) {
 
 int main(void) {
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
-    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_F16 };
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
     check_f16_slices(pool);
     check_stale(pool);

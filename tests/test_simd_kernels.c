@@ -14,6 +14,7 @@
  * - F16 -> F32 for all 65536 halves.
  */
 #include "test_util.h"
+#include "quant_test_util.h"
 
 #include <math.h>
 
@@ -44,41 +45,6 @@ static size_t row_bytes(enum ggml_type type, int n) {
     return b;
 }
 
-/* A random finite half in [2^-14, 2^3) with a random sign. */
-static fp16_t rand_scale(void) {
-    return fp32_to_fp16(test_rand_uniform(&g_rng, -1.0f, 1.0f) * exp2f(test_rand_uniform(&g_rng, -14.0f, 3.0f)));
-}
-
-/* Overwrites the scale fields of random-byte blocks with finite values (the
- * bytes elsewhere stay random: every quant value of the format occurs). */
-static void fix_scales(enum ggml_type type, uint8_t *row, int n) {
-    const struct type_traits *tt = type_traits_scalar_get(type);
-    const int64_t nb = n / tt->blck_size;
-    for (int64_t i = 0; i < nb; i++) {
-        uint8_t *b = row + i * tt->type_size;
-        fp16_t h[2] = { rand_scale(), rand_scale() };
-        switch (type) {
-            case GGML_TYPE_Q4_0: case GGML_TYPE_Q5_0: case GGML_TYPE_Q8_0: case GGML_TYPE_IQ2_XXS: case GGML_TYPE_IQ2_XS:
-                memcpy(b, h, 2);
-                break;
-            case GGML_TYPE_Q4_1: case GGML_TYPE_Q5_1: case GGML_TYPE_Q4_K: case GGML_TYPE_Q5_K:
-                memcpy(b, h, 4);
-                break;
-            case GGML_TYPE_Q2_K:
-                memcpy(b + 80, h, 4);
-                break;
-            case GGML_TYPE_Q3_K:
-                memcpy(b + 108, h, 2);
-                break;
-            case GGML_TYPE_Q6_K:
-                memcpy(b + 208, h, 2);
-                break;
-            default:
-                break;
-        }
-    }
-}
-
 /* Weights of `type`: quantized from floats (IQ2 with an importance matrix) or random bytes. */
 static bool make_weights(enum ggml_type type, int n, bool random_bytes) {
     const struct type_traits *tt = type_traits_scalar_get(type);
@@ -93,7 +59,7 @@ static bool make_weights(enum ggml_type type, int n, bool random_bytes) {
     }
     if (random_bytes) {
         for (size_t i = 0; i < row_bytes(type, n); i++) g_w[i] = (uint8_t)test_rand_u64(&g_rng);
-        fix_scales(type, g_w, n);
+        quant_test_fix_scales(type, g_w, n, &g_rng);
         return true;
     }
     fill_floats(g_src, n, 1.0f);

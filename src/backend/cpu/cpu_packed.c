@@ -17,11 +17,7 @@
 #include "core/fp16.h"
 #include "core/log.h"
 #include "quant/quant.h"
-
-/* Layout of quantized blocks we read (the GGUF block structs, see quant_impl.h). */
-struct pk_block_q4_0 { fp16_t d; uint8_t qs[16]; };
-struct pk_block_q8_0 { fp16_t d; int8_t qs[32]; };
-_Static_assert(sizeof(struct pk_block_q4_0) == 18 && sizeof(struct pk_block_q8_0) == 34, "block layouts");
+#include "quant/quant_blocks.h"
 
 /* Rows of F16 weights converted to floats at a time (prompt products). */
 #define PK_F16_ROW_BLOCK 16
@@ -46,12 +42,85 @@ static const struct pk_kernels *pk_kernels(void) {
     return g_kernels;
 }
 
+/* ---- packed types --------------------------------------------------------------------------- */
+
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8K, PK_ACT_F32 };
+
+typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
+
+struct pk_type {
+    int blck;              /* elements per block */
+    size_t hdr_bytes;      /* per block of a group */
+    size_t q_bytes;
+    enum pk_act act;
+    int max_cols;          /* the kernel's column tile */
+    pk_pack_fn pack;       /* row r's block into the group's block */
+};
+
+static void pk_pack_q4_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(q + 16 * r, b->qs, 16);
+}
+
+static void pk_pack_q8_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q8_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    for (int j = 0; j < 16; j++) {
+        q[16 * r + j] = (uint8_t)(b->qs[j] + 128);
+        q[64 + 16 * r + j] = (uint8_t)(b->qs[16 + j] + 128);
+    }
+}
+
+static void pk_pack_q4_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_K *b = block;
+    uint8_t sc[8], mn[8];
+    quant_k4_scales_mins(b->scales, sc, mn);
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(hdr + 8 + 2 * r, &b->dmin, 2);
+    for (int c = 0; c < 8; c++) hdr[16 + 4 * c + r] = sc[c];
+    memcpy(hdr + 48 + 8 * r, mn, 8);
+    for (int j = 0; j < 4; j++) {
+        for (int h = 0; h < 2; h++) memcpy(q + 64 * (2 * j + h) + 16 * r, b->qs + 32 * j + 16 * h, 16);
+    }
+}
+
+static void pk_pack_q6_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q6_K *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    for (int j = 0; j < 16; j++) hdr[8 + 4 * j + r] = (uint8_t)b->scales[j];
+    for (int n = 0; n < 2; n++) {
+        for (int h = 0; h < 2; h++) {
+            uint8_t *z = q + 192 * (2 * n + h) + 16 * r;
+            memcpy(z, b->ql + 64 * n + 16 * h, 16);
+            memcpy(z + 64, b->ql + 64 * n + 32 + 16 * h, 16);
+            memcpy(z + 128, b->qh + 32 * n + 16 * h, 16);
+        }
+    }
+}
+
+static const struct pk_type *pk_type_get(enum ggml_type type) {
+    static const struct pk_type q4_0 = { 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
+    static const struct pk_type q8_0 = { 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
+    static const struct pk_type q4_K = { 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
+    static const struct pk_type q6_K = { 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
+    switch (type) {
+        case GGML_TYPE_Q4_0: return &q4_0;
+        case GGML_TYPE_Q8_0: return &q8_0;
+        case GGML_TYPE_Q4_K: return &q4_K;
+        case GGML_TYPE_Q6_K: return &q6_K;
+        default: return NULL;
+    }
+}
+
 static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
     const struct pk_kernels *k = pk_kernels();
     if (!k) return NULL;
     switch (type) {
         case GGML_TYPE_Q4_0: return k->q4_0;
         case GGML_TYPE_Q8_0: return k->q8_0;
+        case GGML_TYPE_Q4_K: return k->q4_K;
+        case GGML_TYPE_Q6_K: return k->q6_K;
         default: return NULL;
     }
 }
@@ -60,49 +129,29 @@ bool cpu_packed_type(enum ggml_type type) { return pk_quant_kernel(type) != NULL
 
 /* ---- packing ------------------------------------------------------------------------------- */
 
-static size_t pk_group_bytes(enum ggml_type type, int64_t nb) {
-    switch (type) {
-        case GGML_TYPE_Q4_0: return pk_pad64((size_t)nb * 8) + (size_t)nb * 64;
-        case GGML_TYPE_Q8_0: return pk_pad64((size_t)nb * 8) + (size_t)nb * 128;
-        default: return 0;
-    }
-}
+static int64_t pk_blocks_per_row(const struct tensor *w) { return w->ne[0] / pk_type_get(w->type)->blck; }
 
-static int64_t pk_blocks_per_row(const struct tensor *w) {
-    const struct type_traits *tt = type_traits_get(w->type);
-    return w->ne[0] / tt->blck_size;
+static size_t pk_hdr_bytes(const struct pk_type *pt, int64_t nb) { return pk_pad64((size_t)nb * pt->hdr_bytes); }
+
+static size_t pk_group_bytes(const struct pk_type *pt, int64_t nb) {
+    return pk_hdr_bytes(pt, nb) + (size_t)nb * pt->q_bytes;
 }
 
 size_t cpu_repack_size(const struct tensor *w) {
     if (!cpu_packed_type(w->type) || w->ne[2] != 1 || w->ne[3] != 1 || !tensor_is_contiguous(w)) return 0;
     const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
-    return (size_t)groups * pk_group_bytes(w->type, pk_blocks_per_row(w));
+    return (size_t)groups * pk_group_bytes(pk_type_get(w->type), pk_blocks_per_row(w));
 }
 
-/* Group g of w into out (rows past the end are zeros). */
+/* Group g of w into out (rows past the end stay zeros). */
 static void pk_pack_group(const struct tensor *w, int64_t g, uint8_t *out) {
+    const struct pk_type *pt = pk_type_get(w->type);
+    const size_t block_bytes = type_traits_get(w->type)->type_size;
     const int64_t nb = pk_blocks_per_row(w);
-    fp16_t *d = (fp16_t *)out;
-    uint8_t *q = out + pk_pad64((size_t)nb * 8);
-    memset(out, 0, pk_group_bytes(w->type, nb));
-    for (int r = 0; r < PK_ROWS; r++) {
-        const int64_t row = g * PK_ROWS + r;
-        if (row >= w->ne[1]) break;
-        const char *src = (const char *)w->data + row * w->nb[1];
-        for (int64_t i = 0; i < nb; i++) {
-            if (w->type == GGML_TYPE_Q4_0) {
-                const struct pk_block_q4_0 *b = (const struct pk_block_q4_0 *)src + i;
-                d[PK_ROWS * i + r] = b->d;
-                memcpy(q + 64 * i + 16 * r, b->qs, 16);
-            } else {
-                const struct pk_block_q8_0 *b = (const struct pk_block_q8_0 *)src + i;
-                d[PK_ROWS * i + r] = b->d;
-                for (int j = 0; j < 16; j++) {
-                    q[128 * i + 16 * r + j] = (uint8_t)(b->qs[j] + 128);
-                    q[128 * i + 64 + 16 * r + j] = (uint8_t)(b->qs[16 + j] + 128);
-                }
-            }
-        }
+    uint8_t *q = out + pk_hdr_bytes(pt, nb);
+    for (int r = 0; r < PK_ROWS && g * PK_ROWS + r < w->ne[1]; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (g * PK_ROWS + r) * w->nb[1];
+        for (int64_t i = 0; i < nb; i++) pt->pack(src + i * block_bytes, r, out + i * pt->hdr_bytes, q + i * pt->q_bytes);
     }
 }
 
@@ -130,7 +179,7 @@ bool cpu_repack_weight(struct tensor *w) {
     madvise(data, size, MADV_HUGEPAGE); /* fewer TLB misses while streaming; a hint */
 #endif
     *p = (struct cpu_packed_weight){ .src = w->data, .data = data, .size = size };
-    const size_t gb = pk_group_bytes(w->type, pk_blocks_per_row(w));
+    const size_t gb = pk_group_bytes(pk_type_get(w->type), pk_blocks_per_row(w));
     const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
     for (int64_t g = 0; g < groups; g++) pk_pack_group(w, g, p->data + (size_t)g * gb);
     w->extra = p;
@@ -162,22 +211,31 @@ bool cpu_fast_mul_mat_applies(const struct tensor *dst) { return pk_kind_of(dst)
 
 /* ---- activations ------------------------------------------------------------------------------ */
 
-static size_t pk_act_stride(const struct tensor *dst) {
-    const struct tensor *w = dst->src[0], *x = dst->src[1];
-    if (w->type == GGML_TYPE_F16) return (size_t)x->ne[0] * sizeof(float);
-    const int64_t nb = x->ne[0] / 32;
-    return (size_t)nb * 64 + pk_pad64((size_t)nb * sizeof(float));
+static enum pk_act pk_act_of(const struct tensor *w) {
+    return w->type == GGML_TYPE_F16 ? PK_ACT_F32 : pk_type_get(w->type)->act;
 }
 
-/* Per-thread scratch after the activations: the Q8_0 row, or the F16 row and
- * the F32 weight rows. */
+static size_t pk_act_stride(const struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const int64_t k = x->ne[0];
+    switch (pk_act_of(w)) {
+        case PK_ACT_F32: return (size_t)k * sizeof(float);
+        case PK_ACT_Q8: return (size_t)(k / 32) * 64 + pk_pad64((size_t)(k / 32) * sizeof(float));
+        default: return (size_t)(k / 256) * sizeof(struct pk_act_q8k);
+    }
+}
+
+/* Per-thread scratch after the activations: the quantized row, or the F16
+ * row and the F32 weight rows. */
 static size_t pk_scratch_bytes(const struct tensor *dst) {
     const struct tensor *w = dst->src[0];
     const int64_t k = w->ne[0];
-    if (w->type == GGML_TYPE_F16) {
-        return pk_pad64((size_t)k * sizeof(fp16_t)) + pk_pad64((size_t)PK_F16_ROW_BLOCK * k * sizeof(float));
+    switch (pk_act_of(w)) {
+        case PK_ACT_F32:
+            return pk_pad64((size_t)k * sizeof(fp16_t)) + pk_pad64((size_t)PK_F16_ROW_BLOCK * k * sizeof(float));
+        case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
+        default: return pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
     }
-    return pk_pad64((size_t)(k / 32) * sizeof(struct pk_block_q8_0));
 }
 
 size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads) {
@@ -193,7 +251,7 @@ static void *pk_thread_scratch(const struct cpu_task *task, const struct tensor 
 /* One F32 column in the PK_ACT_Q8 layout: quantized as the reference path
  * does (the trait table's Q8_0 activation quantizer), then the lanes' bias
  * corrections and the scales as floats. */
-static void pk_act_q8(const float *x, int64_t k, int bias, struct pk_block_q8_0 *tmp, uint8_t *out) {
+static void pk_act_q8(const float *x, int64_t k, int bias, block_q8_0 *tmp, uint8_t *out) {
     type_traits_get(GGML_TYPE_Q8_0)->from_float(x, tmp, k);
     const int64_t nb = k / 32;
     float *d = (float *)(out + (size_t)nb * 64);
@@ -210,6 +268,27 @@ static void pk_act_q8(const float *x, int64_t k, int bias, struct pk_block_q8_0 
     }
 }
 
+/* One F32 column as PK_ACT_Q8K records (the trait table's Q8_K quantizer). */
+static void pk_act_q8k(const float *x, int64_t k, block_q8_K *tmp, struct pk_act_q8k *out) {
+    type_traits_get(GGML_TYPE_Q8_K)->from_float(x, tmp, k);
+    for (int64_t i = 0; i < k / 256; i++) {
+        const block_q8_K *b = &tmp[i];
+        struct pk_act_q8k *a = &out[i];
+        memset(a, 0, sizeof *a);
+        memcpy(a->qs, b->qs, sizeof a->qs);
+        a->d = b->d;
+        for (int j = 0; j < 8; j++) a->bpairs[j] = (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
+        for (int n = 0; n < 2; n++)
+            for (int h = 0; h < 2; h++)
+                for (int p = 0; p < 2; p++)
+                    for (int l = 0; l < 4; l++)
+                        for (int w = 0; w < 2; w++) {
+                            const int8_t *q = b->qs + 32 * (4 * n + 2 * p + w) + 16 * h + 4 * l;
+                            a->corr6[n][h][p][l][w] = (int16_t)(-32 * (q[0] + q[1] + q[2] + q[3]));
+                        }
+    }
+}
+
 static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const size_t stride = pk_act_stride(dst);
@@ -221,29 +300,35 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
         cpu_row_index(x, r, &i1, &i2, &i3);
         const float *src = cpu_elem(x, 0, i1, i2, i3);
         uint8_t *out = (uint8_t *)task->wdata + (size_t)r * stride;
-        if (w->type == GGML_TYPE_F16) {
-            /* the reference rounds the activations to F16 */
-            type_traits_get(GGML_TYPE_F16)->from_float(src, scratch, x->ne[0]);
-            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)out, x->ne[0]);
-        } else {
-            pk_act_q8(src, x->ne[0], w->type == GGML_TYPE_Q4_0 ? 8 : 128, scratch, out);
+        switch (pk_act_of(w)) {
+            case PK_ACT_F32: /* the reference rounds the activations to F16 */
+                type_traits_get(GGML_TYPE_F16)->from_float(src, scratch, x->ne[0]);
+                type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)out, x->ne[0]);
+                break;
+            case PK_ACT_Q8:
+                pk_act_q8(src, x->ne[0], w->type == GGML_TYPE_Q4_0 ? 8 : 128, scratch, out);
+                break;
+            default:
+                pk_act_q8k(src, x->ne[0], scratch, (struct pk_act_q8k *)out);
+                break;
         }
     }
 }
 
 /* ---- products --------------------------------------------------------------------------------- */
 
-/* Quantized weights (2-d, packed): groups split between the threads, all columns. */
+/* Quantized weights (2-d, packed): groups split between the threads; a few
+ * groups' rows pass over a block of columns that stays in L2. */
 static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const struct cpu_packed_weight *p = w->extra;
+    const struct pk_type *pt = pk_type_get(w->type);
     const pk_tile_fn kernel = pk_quant_kernel(w->type);
     const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
-    const size_t gb = pk_group_bytes(w->type, nb), stride = pk_act_stride(dst);
+    const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb), stride = pk_act_stride(dst);
     const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
     int64_t g0, g1;
     cpu_task_rows(task, groups, &g0, &g1);
-    /* column blocks that stay in L2 while the rows of a few groups pass over them */
     const int64_t col_block = 64, group_block = 16;
     for (int64_t gb0 = g0; gb0 < g1; gb0 += group_block) {
         const int64_t gb1 = gb0 + group_block < g1 ? gb0 + group_block : g1;
@@ -251,11 +336,12 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
             const int64_t c1 = c0 + col_block < ncols ? c0 + col_block : ncols;
             for (int64_t g = gb0; g < gb1; g++) {
                 const int64_t rows_left = w->ne[1] - g * PK_ROWS;
-                for (int64_t c = c0; c < c1; c += PK_MAX_COLS) {
+                const uint8_t *group = p->data + (size_t)g * gb;
+                for (int64_t c = c0; c < c1; c += pt->max_cols) {
                     const struct pk_tile t = {
-                        .w = p->data + (size_t)g * gb, .nb = nb,
+                        .hdr = group, .q = group + hb, .nb = nb,
                         .act = (const uint8_t *)task->wdata + (size_t)c * stride, .act_stride = stride,
-                        .ncols = (int)(c1 - c < PK_MAX_COLS ? c1 - c : PK_MAX_COLS),
+                        .ncols = (int)(c1 - c < pt->max_cols ? c1 - c : pt->max_cols),
                         .nrows = (int)(rows_left < PK_ROWS ? rows_left : PK_ROWS),
                         .dst = (float *)dst->data + c * dst->ne[0] + g * PK_ROWS, .dst_stride = (size_t)dst->ne[0],
                     };

@@ -2,25 +2,39 @@
  * Internal to cpu_packed*.c: the packed layouts and the micro-kernel table.
  *
  * Packed weights: rows in groups of PK_ROWS = 4 (the last group padded with
- * zero rows), group g at data + g * group_bytes. Within a group, per block
- * of the type, the 4 rows side by side so that a 512-bit register holds the
- * same 16 elements of the 4 rows:
+ * zero rows), group g at data + g * group_bytes. A group holds, for its nb
+ * blocks, first every block's header (scales; hdr_bytes each, the whole
+ * padded to 64 bytes), then every block's quants (q_bytes each). The quants
+ * put the 4 rows side by side, 16 bytes each, so that a 512-bit load holds
+ * the same 16 elements of the 4 rows and dword lane 4 r + k holds 4
+ * consecutive elements of row r, b1892's lane k (elements 0..15 of a 32) or
+ * 4 + k (16..31). Halves are the rows' in order (row r at 2 r).
  *
- *   Q4_0  scales: nb x 4 halves (d of rows 0..3), padded to 64 bytes; then
- *         per block 64 bytes: row r's 16 quant bytes at 16 r (low nibble:
- *         element j, high nibble: element 16 + j, as in the file).
- *   Q8_0  scales as Q4_0; then per block 128 bytes: elements 0..15 of rows
- *         0..3, then elements 16..31 of rows 0..3, each quant + 128 (so the
- *         unsigned operand of vpdpbusd; the activations' sums correct it).
+ *   Q4_0  hdr 8: d of rows 0..3.
+ *         q 64: row r's 16 quant bytes at 16 r (low nibble element j, high
+ *         nibble element 16 + j, as in the file).
+ *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, each
+ *         quant + 128 (the unsigned operand of vpdpbusd; the activations'
+ *         sums take the 128 back out).
+ *   Q4_K  hdr 80: d[4], dmin[4], then the 6-bit scales as sc[chunk][row]
+ *         (8 x 4 bytes), then the 6-bit mins as mn[row][j] (4 x 8 bytes).
+ *         q 512: for j = 0..3, h = 0..1: the file's qs[32 j + 16 h ..+15] of
+ *         each row (low nibbles: chunk 2 j, high: chunk 2 j + 1; elements
+ *         16 h..16 h + 15 of each).
+ *   Q6_K  hdr 72: d[4], then the scales as sc[16-group][row] (16 x 4 bytes).
+ *         q 768: for n = 0..1, h = 0..1, 192 bytes: the file's
+ *         ql[64 n + 16 h ..+15] (chunks 4n, 4n+2), ql[64 n + 32 + 16 h ..]
+ *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
- * Dword lane 4 r + k of such a register then holds elements 4k..4k+3 (or
- * 16 + 4k..) of row r: b1892's lane k (or 4 + k) of row r.
- *
- * Activations for Q4_0/Q8_0 (PK_ACT_Q8), per column: nb records of 64 bytes
- * {int8 qs[32]; int32 corr[8]} (corr[k] = -bias * sum of qs[4k..4k+3], bias 8
- * for Q4_0, 128 for Q8_0: the integer lanes start from it), then nb floats
- * d, padded to 64 bytes. For F16 weights (PK_ACT_F32): the column rounded
- * through F16 (what the reference dot product reads), as floats.
+ * Activations, per column (the weight type's vec_dot_type, quantized by
+ * the trait table's from_float exactly as the reference path does):
+ *   PK_ACT_Q8 (Q4_0, Q8_0): nb records of 64 bytes {int8 qs[32]; int32
+ *     corr[8]} with corr[k] = -bias * (qs[4k] + .. + qs[4k+3]) (bias 8 for
+ *     Q4_0, 128 for Q8_0: the integer lanes start from it), then nb floats d,
+ *     padded to 64 bytes.
+ *   PK_ACT_Q8K (Q4_K, Q6_K): nb records of struct pk_act_q8k.
+ *   PK_ACT_F32 (F16 weights): the column rounded through F16 (what the
+ *     reference dot product reads), as floats.
  */
 #ifndef LLAMAC_BACKEND_CPU_CPU_PACKED_IMPL_H
 #define LLAMAC_BACKEND_CPU_CPU_PACKED_IMPL_H
@@ -32,19 +46,32 @@
 #include "ggml.h"
 
 #define PK_ROWS 4
-#define PK_MAX_COLS 8      /* columns per micro-kernel call */
 #define PK_F16_ROWS 2      /* F16 tiles: rows x columns per call */
 #define PK_F16_COLS 6
 
 static inline size_t pk_pad64(size_t n) { return (n + 63) & ~(size_t)63; }
 
+/* One Q8_K block of a column for the k-quant kernels. */
+struct pk_act_q8k {
+    int8_t qs[256];
+    /* Q4_K mins: bsums[2j] + bsums[2j+1], j = 0..7 */
+    int16_t bpairs[8];
+    /* Q6_K's -32 offset: for n, h, pair p, lane k: -32 times the sums of
+     * elements 16 h + 4 k ..+3 of chunks 4 n + 2 p and 4 n + 2 p + 1 */
+    int16_t corr6[2][2][2][4][2];
+    float d;
+    uint8_t pad[44];
+};
+_Static_assert(sizeof(struct pk_act_q8k) % 64 == 0, "pk_act_q8k records are cache-line sized");
+
 /* One call of a quantized micro-kernel: a group's rows x ncols columns. */
 struct pk_tile {
-    const uint8_t *w;          /* the packed group */
+    const uint8_t *hdr;        /* the group's block headers */
+    const uint8_t *q;          /* the group's block quants */
     int64_t nb;                /* blocks per row */
     const uint8_t *act;        /* first column, activation layout */
     size_t act_stride;         /* bytes per column */
-    int ncols;                 /* 1..PK_MAX_COLS */
+    int ncols;                 /* 1..the kernel's max_cols */
     int nrows;                 /* 1..PK_ROWS rows of the group to store */
     float *dst;                /* output of the group's first row, first column */
     size_t dst_stride;         /* floats per column of dst */
@@ -67,8 +94,12 @@ struct pk_tile_f16 {
 typedef void (*pk_tile_fn)(const struct pk_tile *t);
 typedef void (*pk_tile_f16_fn)(const struct pk_tile_f16 *t);
 
+/* Columns per call of each quantized kernel. */
+#define PK_COLS_Q8 8
+#define PK_COLS_K 4
+
 struct pk_kernels {
-    pk_tile_fn q4_0, q8_0;
+    pk_tile_fn q4_0, q8_0, q4_K, q6_K;
     pk_tile_f16_fn f16;
 };
 

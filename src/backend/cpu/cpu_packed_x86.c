@@ -21,6 +21,8 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <string.h>
+
 #include "core/fp16.h"
 
 #define PK_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
@@ -37,11 +39,17 @@ PK_FN __m512 pk_row_scales(const void *p) {
 PK_FN __m512i pk_bcast128(const void *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
 
 /* Row r's hsum_float_8 of lanes lo (0-3) and hi (4-7) for the 4 rows: lane k
- * onto k + 4, then (l0 + l2) + (l1 + l3); the 4 results to dst[0..nrows). */
-PK_FN void pk_store_rows(__m512 lo, __m512 hi, float *dst, int nrows) {
+ * onto k + 4, then (l0 + l2) + (l1 + l3); with `mins` (Q4_K) plus the row's 4
+ * min lanes in m reduced as (m0 + m2) + (m1 + m3). The 4 results to
+ * dst[0..nrows). */
+PK_FN void pk_store_rows(__m512 lo, __m512 hi, __m512 m, float *dst, int nrows, bool mins) {
     const __m512 s = _mm512_add_ps(lo, hi);
     const __m512 t = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(1, 0, 3, 2)));
-    const __m512 u = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+    __m512 u = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+    if (mins) {
+        const __m512 tm = _mm512_add_ps(m, _mm512_permute_ps(m, _MM_SHUFFLE(1, 0, 3, 2)));
+        u = _mm512_add_ps(u, _mm512_add_ps(tm, _mm512_permute_ps(tm, _MM_SHUFFLE(2, 3, 0, 1))));
+    }
     const __m128 r = _mm512_castps512_ps128(
         _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), u));
     _mm_mask_storeu_ps(dst, (__mmask8)((1u << nrows) - 1), r);
@@ -50,22 +58,21 @@ PK_FN void pk_store_rows(__m512 lo, __m512 hi, float *dst, int nrows) {
 /* Q4_0 / Q8_0 rows against PK_ACT_Q8 columns; C is a constant after inlining. */
 PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
     const int64_t nb = t->nb;
-    const uint8_t *wd = t->w, *wq = t->w + pk_pad64((size_t)nb * 8);
     const size_t qbytes = q4 ? 64 : 128;
-    __m512 acc_lo[PK_MAX_COLS], acc_hi[PK_MAX_COLS];
+    __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8];
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
     const uint8_t *act_d = t->act + (size_t)nb * 64;
     for (int64_t i = 0; i < nb; i++) {
         __m512i lo, hi;
         if (q4) {
-            const __m512i q = _mm512_loadu_si512(wq + qbytes * i), m4 = _mm512_set1_epi8(0x0F);
+            const __m512i q = _mm512_loadu_si512(t->q + qbytes * i), m4 = _mm512_set1_epi8(0x0F);
             lo = _mm512_and_si512(q, m4);
             hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
         } else {
-            lo = _mm512_loadu_si512(wq + qbytes * i);
-            hi = _mm512_loadu_si512(wq + qbytes * i + 64);
+            lo = _mm512_loadu_si512(t->q + qbytes * i);
+            hi = _mm512_loadu_si512(t->q + qbytes * i + 64);
         }
-        const __m512 dx = pk_row_scales(wd + 8 * i);
+        const __m512 dx = pk_row_scales(t->hdr + 8 * i);
         for (int c = 0; c < C; c++) {
             const uint8_t *a = t->act + c * t->act_stride + 64 * i;
             const __m512i ilo = _mm512_dpbusd_epi32(pk_bcast128(a + 32), lo, pk_bcast128(a));
@@ -75,10 +82,10 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
             acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ihi), acc_hi[c]);
         }
     }
-    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], t->dst + c * t->dst_stride, t->nrows);
+    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
 }
 
-#define PK_DISPATCH_COLS(body)                \
+#define PK_DISPATCH_8(body)                   \
     switch (t->ncols) {                       \
         case 1: body(1); break;               \
         case 2: body(2); break;               \
@@ -89,17 +96,150 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
         case 7: body(7); break;               \
         default: body(8); break;              \
     }
+#define PK_DISPATCH_4(body)                   \
+    switch (t->ncols) {                       \
+        case 1: body(1); break;               \
+        case 2: body(2); break;               \
+        case 3: body(3); break;               \
+        default: body(4); break;              \
+    }
 
 PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) {
 #define PK_Q4_0(C) pk_q8fam_tile(t, C, true)
-    PK_DISPATCH_COLS(PK_Q4_0)
+    PK_DISPATCH_8(PK_Q4_0)
 #undef PK_Q4_0
 }
 
 PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) {
 #define PK_Q8_0(C) pk_q8fam_tile(t, C, false)
-    PK_DISPATCH_COLS(PK_Q8_0)
+    PK_DISPATCH_8(PK_Q8_0)
 #undef PK_Q8_0
+}
+
+/* ---- k-quants ------------------------------------------------------------------------------
+ * The integer lanes of a 256-block take a scale per 16 or 32 elements: the
+ * byte products become 16-bit pair sums (vpmaddubsw, exact for these ranges)
+ * and vpdpwssd multiplies them by the rows' scales (each row's scale in all
+ * words of its 128-bit lane) into the lanes. */
+
+/* The rows' unsigned byte scales s[0..3] (at p) as words, row r's in lane r. */
+PK_FN __m512i pk_scale_words_u8(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    const __m512i ctrl = _mm512_set_epi64(0x8003800380038003LL, 0x8003800380038003LL, 0x8002800280028002LL,
+                                          0x8002800280028002LL, 0x8001800180018001LL, 0x8001800180018001LL,
+                                          0x8000800080008000LL, 0x8000800080008000LL);
+    return _mm512_shuffle_epi8(_mm512_set1_epi32((int)v), ctrl);
+}
+
+/* The same for signed byte scales: placed in the high byte, then shifted down. */
+PK_FN __m512i pk_scale_words_i8(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    const __m512i ctrl = _mm512_set_epi64(0x0380038003800380LL, 0x0380038003800380LL, 0x0280028002800280LL,
+                                          0x0280028002800280LL, 0x0180018001800180LL, 0x0180018001800180LL,
+                                          0x0080008000800080LL, 0x0080008000800080LL);
+    return _mm512_srai_epi16(_mm512_shuffle_epi8(_mm512_set1_epi32((int)v), ctrl), 8);
+}
+
+PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16(u, pk_bcast128(y)); }
+
+/* Q4_K: lanes from the 8 per-32 scales, and the mins: per row 4 lanes
+ * mn[2k] (bs[4k] + bs[4k+1]) + mn[2k+1] (bs[4k+2] + bs[4k+3]) fused with
+ * -d_y dmin into their own accumulator, added after the lanes' reduction. */
+PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C) {
+    __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
+    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = acc_m[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t i = 0; i < t->nb; i++) {
+        const uint8_t *hdr = t->hdr + 80 * i, *q = t->q + 512 * i;
+        __m512i l0[PK_COLS_K], l1[PK_COLS_K];
+        for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+        for (int j = 0; j < 4; j++) {
+            const __m512i s_lo = pk_scale_words_u8(hdr + 16 + 8 * j), s_hi = pk_scale_words_u8(hdr + 20 + 8 * j);
+            for (int h = 0; h < 2; h++) {
+                const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
+                const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                for (int c = 0; c < C; c++) {
+                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)(t->act + c * t->act_stride) + i;
+                    __m512i *l = h ? &l1[c] : &l0[c];
+                    *l = _mm512_dpwssd_epi32(*l, pk_pairs(lo, a->qs + 64 * j + 16 * h), s_lo);
+                    *l = _mm512_dpwssd_epi32(*l, pk_pairs(hi, a->qs + 64 * j + 32 + 16 * h), s_hi);
+                }
+            }
+        }
+        const __m512 dx = pk_row_scales(hdr), dmx = pk_row_scales(hdr + 8);
+        const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 48)));
+        for (int c = 0; c < C; c++) {
+            const struct pk_act_q8k *a = (const struct pk_act_q8k *)(t->act + c * t->act_stride) + i;
+            const __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
+            acc_m[c] = _mm512_fmadd_ps(_mm512_mul_ps(dmx, _mm512_set1_ps(-a->d)), _mm512_cvtepi32_ps(m), acc_m[c]);
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+            acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[c]);
+            acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_m[c], t->dst + c * t->dst_stride, t->nrows, true);
+}
+
+PK_KERNEL void pk_q4_K_tile(const struct pk_tile *t) {
+#define PK_Q4_K(C) pk_q4_K_tile_c(t, C)
+    PK_DISPATCH_4(PK_Q4_K)
+#undef PK_Q4_K
+}
+
+/* Q6_K: quants 0..63 (the -32 offset comes back through the activations'
+ * corr6 sums, weighted by the same scales), signed scale per 16. */
+PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
+    __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K];
+    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t i = 0; i < t->nb; i++) {
+        const uint8_t *hdr = t->hdr + 72 * i, *q = t->q + 768 * i;
+        __m512i l0[PK_COLS_K], l1[PK_COLS_K];
+        for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+        for (int n = 0; n < 2; n++) {
+            for (int h = 0; h < 2; h++) {
+                const uint8_t *z = q + 192 * (2 * n + h);
+                const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
+                const __m512i qh = _mm512_loadu_si512(z + 128);
+                /* (a & 0x0F) | (b & 0x30): vpternlogd with the 0x0F mask, b masked first */
+                const __m512i u[4] = {
+                    _mm512_ternarylogic_epi32(n02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xEC),
+                    _mm512_ternarylogic_epi32(n13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xEC),
+                    _mm512_ternarylogic_epi32(_mm512_srli_epi16(n02, 4), _mm512_and_si512(qh, m30), m4, 0xEC),
+                    _mm512_ternarylogic_epi32(_mm512_srli_epi16(n13, 4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30),
+                                              m4, 0xEC),
+                };
+                __m512i s[4];
+                for (int k = 0; k < 4; k++) s[k] = pk_scale_words_i8(hdr + 8 + 4 * (2 * (4 * n + k) + h));
+                const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
+                const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
+                for (int c = 0; c < C; c++) {
+                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)(t->act + c * t->act_stride) + i;
+                    __m512i l = h ? l1[c] : l0[c];
+                    for (int k = 0; k < 4; k++) l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
+                    l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
+                    l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
+                    if (h) l1[c] = l; else l0[c] = l;
+                }
+            }
+        }
+        const __m512 dx = pk_row_scales(hdr);
+        for (int c = 0; c < C; c++) {
+            const struct pk_act_q8k *a = (const struct pk_act_q8k *)(t->act + c * t->act_stride) + i;
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+            acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[c]);
+            acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
+        }
+    }
+    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
+}
+
+PK_KERNEL void pk_q6_K_tile(const struct pk_tile *t) {
+#define PK_Q6_K(C) pk_q6_K_tile_c(t, C)
+    PK_DISPATCH_4(PK_Q6_K)
+#undef PK_Q6_K
 }
 
 /* ---- F16 ------------------------------------------------------------------------------- */
@@ -171,7 +311,9 @@ PK_KERNEL void pk_f16_tile(const struct pk_tile_f16 *t) {
 #undef PK_F16_2
 }
 
-static const struct pk_kernels pk_avx512 = { .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .f16 = pk_f16_tile };
+static const struct pk_kernels pk_avx512 = {
+    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile, .f16 = pk_f16_tile,
+};
 
 const struct pk_kernels *pk_kernels_x86(void) {
     const struct cpu_features *f = cpu_features_get();
