@@ -215,14 +215,19 @@ static enum pk_act pk_act_of(const struct tensor *w) {
     return w->type == GGML_TYPE_F16 ? PK_ACT_F32 : pk_type_get(w->type)->act;
 }
 
-static size_t pk_act_stride(const struct tensor *dst) {
+/* Bytes of one column's record for one block (quantized kinds). */
+static size_t pk_act_record(enum pk_act act) {
+    return act == PK_ACT_Q8 ? sizeof(struct pk_act_q8) : sizeof(struct pk_act_q8k);
+}
+
+/* Bytes of the converted activations: tiles of max_cols columns, or float rows. */
+static size_t pk_act_bytes(const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
-    const int64_t k = x->ne[0];
-    switch (pk_act_of(w)) {
-        case PK_ACT_F32: return (size_t)k * sizeof(float);
-        case PK_ACT_Q8: return (size_t)(k / 32) * 64 + pk_pad64((size_t)(k / 32) * sizeof(float));
-        default: return (size_t)(k / 256) * sizeof(struct pk_act_q8k);
-    }
+    const int64_t k = x->ne[0], ncols = tensor_nrows(x);
+    if (w->type == GGML_TYPE_F16) return pk_pad64((size_t)(k * ncols) * sizeof(float));
+    const struct pk_type *pt = pk_type_get(w->type);
+    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols;
+    return (size_t)(tiles * (k / pt->blck) * pt->max_cols) * pk_act_record(pt->act);
 }
 
 /* Per-thread scratch after the activations: the quantized row, or the F16
@@ -239,41 +244,41 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
 }
 
 size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads) {
-    return pk_pad64(pk_act_stride(dst) * (size_t)tensor_nrows(dst->src[1])) +
-           (size_t)n_threads * pk_scratch_bytes(dst);
+    return pk_act_bytes(dst) + (size_t)n_threads * pk_scratch_bytes(dst);
 }
 
 static void *pk_thread_scratch(const struct cpu_task *task, const struct tensor *dst) {
-    return task->wdata + pk_pad64(pk_act_stride(dst) * (size_t)tensor_nrows(dst->src[1])) +
-           (size_t)task->ith * pk_scratch_bytes(dst);
+    return task->wdata + pk_act_bytes(dst) + (size_t)task->ith * pk_scratch_bytes(dst);
 }
 
-/* One F32 column in the PK_ACT_Q8 layout: quantized as the reference path
- * does (the trait table's Q8_0 activation quantizer), then the lanes' bias
- * corrections and the scales as floats. */
-static void pk_act_q8(const float *x, int64_t k, int bias, block_q8_0 *tmp, uint8_t *out) {
+/* Where column `col`'s record of block i goes: its tile, then block i's row of records. */
+static uint8_t *pk_act_at(uint8_t *act, const struct pk_type *pt, int64_t nb, int64_t col, int64_t i) {
+    const int64_t tile = col / pt->max_cols, slot = col % pt->max_cols;
+    return act + (size_t)((tile * nb + i) * pt->max_cols + slot) * pk_act_record(pt->act);
+}
+
+/* One column as Q8_0 records (the trait table's Q8_0 activation quantizer). */
+static void pk_act_q8(const float *x, int64_t k, int bias, block_q8_0 *tmp, uint8_t *act, const struct pk_type *pt,
+                      int64_t col) {
     type_traits_get(GGML_TYPE_Q8_0)->from_float(x, tmp, k);
-    const int64_t nb = k / 32;
-    float *d = (float *)(out + (size_t)nb * 64);
-    for (int64_t i = 0; i < nb; i++) {
-        uint8_t *rec = out + 64 * i;
-        memcpy(rec, tmp[i].qs, 32);
-        int32_t corr[8];
+    for (int64_t i = 0; i < k / 32; i++) {
+        struct pk_act_q8 *a = (struct pk_act_q8 *)pk_act_at(act, pt, k / 32, col, i);
+        memset(a, 0, sizeof *a);
+        memcpy(a->qs, tmp[i].qs, 32);
         for (int l = 0; l < 8; l++) {
             const int8_t *q = tmp[i].qs + 4 * l;
-            corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
+            a->corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
         }
-        memcpy(rec + 32, corr, sizeof corr);
-        d[i] = fp16_to_fp32(tmp[i].d);
+        a->d = fp16_to_fp32(tmp[i].d);
     }
 }
 
-/* One F32 column as PK_ACT_Q8K records (the trait table's Q8_K quantizer). */
-static void pk_act_q8k(const float *x, int64_t k, block_q8_K *tmp, struct pk_act_q8k *out) {
+/* One column as Q8_K records (the trait table's Q8_K quantizer). */
+static void pk_act_q8k(const float *x, int64_t k, block_q8_K *tmp, uint8_t *act, const struct pk_type *pt, int64_t col) {
     type_traits_get(GGML_TYPE_Q8_K)->from_float(x, tmp, k);
     for (int64_t i = 0; i < k / 256; i++) {
         const block_q8_K *b = &tmp[i];
-        struct pk_act_q8k *a = &out[i];
+        struct pk_act_q8k *a = (struct pk_act_q8k *)pk_act_at(act, pt, k / 256, col, i);
         memset(a, 0, sizeof *a);
         memcpy(a->qs, b->qs, sizeof a->qs);
         a->d = b->d;
@@ -291,26 +296,26 @@ static void pk_act_q8k(const float *x, int64_t k, block_q8_K *tmp, struct pk_act
 
 static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
-    const size_t stride = pk_act_stride(dst);
+    const int64_t k = x->ne[0];
     void *scratch = pk_thread_scratch(task, dst);
+    uint8_t *act = (uint8_t *)task->wdata;
     int64_t r0, r1;
     cpu_task_rows(task, tensor_nrows(x), &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t i1, i2, i3;
         cpu_row_index(x, r, &i1, &i2, &i3);
         const float *src = cpu_elem(x, 0, i1, i2, i3);
-        uint8_t *out = (uint8_t *)task->wdata + (size_t)r * stride;
-        switch (pk_act_of(w)) {
-            case PK_ACT_F32: /* the reference rounds the activations to F16 */
-                type_traits_get(GGML_TYPE_F16)->from_float(src, scratch, x->ne[0]);
-                type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)out, x->ne[0]);
-                break;
-            case PK_ACT_Q8:
-                pk_act_q8(src, x->ne[0], w->type == GGML_TYPE_Q4_0 ? 8 : 128, scratch, out);
-                break;
-            default:
-                pk_act_q8k(src, x->ne[0], scratch, (struct pk_act_q8k *)out);
-                break;
+        if (w->type == GGML_TYPE_F16) {
+            /* the reference rounds the activations to F16 */
+            type_traits_get(GGML_TYPE_F16)->from_float(src, scratch, k);
+            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + r * k, k);
+            continue;
+        }
+        const struct pk_type *pt = pk_type_get(w->type);
+        if (pt->act == PK_ACT_Q8) {
+            pk_act_q8(src, k, w->type == GGML_TYPE_Q4_0 ? 8 : 128, scratch, act, pt, r);
+        } else {
+            pk_act_q8k(src, k, scratch, act, pt, r);
         }
     }
 }
@@ -325,11 +330,12 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct pk_type *pt = pk_type_get(w->type);
     const pk_tile_fn kernel = pk_quant_kernel(w->type);
     const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
-    const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb), stride = pk_act_stride(dst);
+    const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
+    const size_t tile_bytes = (size_t)(nb * pt->max_cols) * pk_act_record(pt->act);
     const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
     int64_t g0, g1;
     cpu_task_rows(task, groups, &g0, &g1);
-    const int64_t col_block = 64, group_block = 16;
+    const int64_t col_block = 16 * pt->max_cols, group_block = 16;
     for (int64_t gb0 = g0; gb0 < g1; gb0 += group_block) {
         const int64_t gb1 = gb0 + group_block < g1 ? gb0 + group_block : g1;
         for (int64_t c0 = 0; c0 < ncols; c0 += col_block) {
@@ -340,7 +346,7 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
                 for (int64_t c = c0; c < c1; c += pt->max_cols) {
                     const struct pk_tile t = {
                         .hdr = group, .q = group + hb, .nb = nb,
-                        .act = (const uint8_t *)task->wdata + (size_t)c * stride, .act_stride = stride,
+                        .act = (const uint8_t *)task->wdata + (size_t)(c / pt->max_cols) * tile_bytes,
                         .ncols = (int)(c1 - c < pt->max_cols ? c1 - c : pt->max_cols),
                         .nrows = (int)(rows_left < PK_ROWS ? rows_left : PK_ROWS),
                         .dst = (float *)dst->data + c * dst->ne[0] + g * PK_ROWS, .dst_stride = (size_t)dst->ne[0],
@@ -364,7 +370,7 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
     const int64_t slices = x->ne[2] * x->ne[3];
     const bool convert = ncols >= PK_F16_MIN_COLS_CONVERT;
     float *wf = (float *)((char *)pk_thread_scratch(task, dst) + pk_pad64((size_t)k * sizeof(fp16_t)));
-    const size_t stride = pk_act_stride(dst) / sizeof(float);
+    const size_t stride = (size_t)k;
     int64_t i0, i1;
     cpu_task_rows(task, slices * row_blocks, &i0, &i1);
     for (int64_t item = i0; item < i1; item++) {

@@ -26,14 +26,16 @@
  *         ql[64 n + 16 h ..+15] (chunks 4n, 4n+2), ql[64 n + 32 + 16 h ..]
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
- * Activations, per column (the weight type's vec_dot_type, quantized by
- * the trait table's from_float exactly as the reference path does):
- *   PK_ACT_Q8 (Q4_0, Q8_0): nb records of 64 bytes {int8 qs[32]; int32
- *     corr[8]} with corr[k] = -bias * (qs[4k] + .. + qs[4k+3]) (bias 8 for
- *     Q4_0, 128 for Q8_0: the integer lanes start from it), then nb floats d,
- *     padded to 64 bytes.
- *   PK_ACT_Q8K (Q4_K, Q6_K): nb records of struct pk_act_q8k.
- *   PK_ACT_F32 (F16 weights): the column rounded through F16 (what the
+ * Activations: each column quantized to the weight type's vec_dot_type by
+ * the trait table's from_float, exactly as the reference path does, then
+ * laid out in tiles of the kernel's column count TC (the last tile partly
+ * filled): for block i, the records of the tile's columns one after the
+ * other, so a micro-kernel reads (block i, column c) at tile + (i TC + c) *
+ * record size.
+ *   Q4_0, Q8_0: struct pk_act_q8 (80 bytes; its 16-byte pieces never cross a
+ *     cache line).
+ *   Q4_K, Q6_K: struct pk_act_q8k.
+ *   F16 weights: no tiles; the column rounded through F16 (what the
  *     reference dot product reads), as floats.
  */
 #ifndef LLAMAC_BACKEND_CPU_CPU_PACKED_IMPL_H
@@ -50,6 +52,17 @@
 #define PK_F16_COLS 6
 
 static inline size_t pk_pad64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* One Q8_0 block of a column for the Q4_0/Q8_0 kernels: corr[k] = -bias *
+ * (qs[4k] + .. + qs[4k+3]), bias 8 for Q4_0 and 128 for Q8_0, so the integer
+ * lanes start from it; d as a float. */
+struct pk_act_q8 {
+    int8_t qs[32];
+    int32_t corr[8];
+    float d;
+    uint8_t pad[12];
+};
+_Static_assert(sizeof(struct pk_act_q8) == 80, "pk_act_q8 record");
 
 /* One Q8_K block of a column for the k-quant kernels. */
 struct pk_act_q8k {
@@ -69,9 +82,8 @@ struct pk_tile {
     const uint8_t *hdr;        /* the group's block headers */
     const uint8_t *q;          /* the group's block quants */
     int64_t nb;                /* blocks per row */
-    const uint8_t *act;        /* first column, activation layout */
-    size_t act_stride;         /* bytes per column */
-    int ncols;                 /* 1..the kernel's max_cols */
+    const uint8_t *act;        /* the columns' activation tile */
+    int ncols;                 /* 1..the kernel's columns per tile */
     int nrows;                 /* 1..PK_ROWS rows of the group to store */
     float *dst;                /* output of the group's first row, first column */
     size_t dst_stride;         /* floats per column of dst */

@@ -61,7 +61,6 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
     const size_t qbytes = q4 ? 64 : 128;
     __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8];
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
-    const uint8_t *act_d = t->act + (size_t)nb * 64;
     for (int64_t i = 0; i < nb; i++) {
         __m512i lo, hi;
         if (q4) {
@@ -74,10 +73,10 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
         }
         const __m512 dx = pk_row_scales(t->hdr + 8 * i);
         for (int c = 0; c < C; c++) {
-            const uint8_t *a = t->act + c * t->act_stride + 64 * i;
-            const __m512i ilo = _mm512_dpbusd_epi32(pk_bcast128(a + 32), lo, pk_bcast128(a));
-            const __m512i ihi = _mm512_dpbusd_epi32(pk_bcast128(a + 48), hi, pk_bcast128(a + 16));
-            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(((const float *)(act_d + c * t->act_stride))[i]));
+            const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8 + c;
+            const __m512i ilo = _mm512_dpbusd_epi32(pk_bcast128(a->corr), lo, pk_bcast128(a->qs));
+            const __m512i ihi = _mm512_dpbusd_epi32(pk_bcast128(a->corr + 4), hi, pk_bcast128(a->qs + 16));
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
             acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ilo), acc_lo[c]);
             acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ihi), acc_hi[c]);
         }
@@ -161,7 +160,7 @@ PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C) {
                 const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
                 const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
                 for (int c = 0; c < C; c++) {
-                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)(t->act + c * t->act_stride) + i;
+                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
                     __m512i *l = h ? &l1[c] : &l0[c];
                     *l = _mm512_dpwssd_epi32(*l, pk_pairs(lo, a->qs + 64 * j + 16 * h), s_lo);
                     *l = _mm512_dpwssd_epi32(*l, pk_pairs(hi, a->qs + 64 * j + 32 + 16 * h), s_hi);
@@ -171,7 +170,7 @@ PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C) {
         const __m512 dx = pk_row_scales(hdr), dmx = pk_row_scales(hdr + 8);
         const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 48)));
         for (int c = 0; c < C; c++) {
-            const struct pk_act_q8k *a = (const struct pk_act_q8k *)(t->act + c * t->act_stride) + i;
+            const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
             const __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
             acc_m[c] = _mm512_fmadd_ps(_mm512_mul_ps(dmx, _mm512_set1_ps(-a->d)), _mm512_cvtepi32_ps(m), acc_m[c]);
             const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
@@ -216,7 +215,7 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
                 const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
                 const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
                 for (int c = 0; c < C; c++) {
-                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)(t->act + c * t->act_stride) + i;
+                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
                     __m512i l = h ? l1[c] : l0[c];
                     for (int k = 0; k < 4; k++) l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
                     l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
@@ -227,7 +226,7 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
         }
         const __m512 dx = pk_row_scales(hdr);
         for (int c = 0; c < C; c++) {
-            const struct pk_act_q8k *a = (const struct pk_act_q8k *)(t->act + c * t->act_stride) + i;
+            const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
             const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
             acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[c]);
             acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
