@@ -19,10 +19,6 @@
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
 
-/* Rows of F16 weights converted to floats at a time (prompt products). */
-#define PK_F16_ROW_BLOCK 16
-/* Columns below which F16 weights are read in place (matrix-vector). */
-#define PK_F16_MIN_COLS_CONVERT 4
 
 struct cpu_packed_weight {
     const void *src;     /* w->data when packed */
@@ -224,20 +220,22 @@ static size_t pk_act_record(enum pk_act act) {
 static size_t pk_act_bytes(const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const int64_t k = x->ne[0], ncols = tensor_nrows(x);
-    if (w->type == GGML_TYPE_F16) return pk_pad64((size_t)(k * ncols) * sizeof(float));
+    if (w->type == GGML_TYPE_F16) return pk_pad64(pk_f16_stride(k) * (size_t)ncols * sizeof(float));
     const struct pk_type *pt = pk_type_get(w->type);
     const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols;
-    return (size_t)(tiles * (k / pt->blck) * pt->max_cols) * pk_act_record(pt->act);
+    return pk_pad64((size_t)(tiles * (k / pt->blck) * pt->max_cols) * pk_act_record(pt->act));
 }
 
-/* Per-thread scratch after the activations: the quantized row, or the F16
- * row and the F32 weight rows. */
+/* Per-thread scratch after the activations (64-byte aligned): the quantized
+ * row (INIT); for F16 the rounded row (INIT), then an item's scratch (COMPUTE). */
 static size_t pk_scratch_bytes(const struct tensor *dst) {
     const struct tensor *w = dst->src[0];
     const int64_t k = w->ne[0];
     switch (pk_act_of(w)) {
-        case PK_ACT_F32:
-            return pk_pad64((size_t)k * sizeof(fp16_t)) + pk_pad64((size_t)PK_F16_ROW_BLOCK * k * sizeof(float));
+        case PK_ACT_F32: {
+            const size_t init = pk_pad64((size_t)k * sizeof(fp16_t)), compute = pk_pad64(pk_f16_scratch_floats(k) * sizeof(float));
+            return init > compute ? init : compute;
+        }
         case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
         default: return pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
     }
@@ -308,7 +306,7 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
         if (w->type == GGML_TYPE_F16) {
             /* the reference rounds the activations to F16 */
             type_traits_get(GGML_TYPE_F16)->from_float(src, scratch, k);
-            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + r * k, k);
+            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + r * pk_f16_stride(k), k);
             continue;
         }
         const struct pk_type *pt = pk_type_get(w->type);
@@ -322,83 +320,65 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
 
 /* ---- products --------------------------------------------------------------------------------- */
 
-/* Quantized weights (2-d, packed): groups split between the threads; a few
- * groups' rows pass over a block of columns that stays in L2. */
+/* Quantized weights (2-d, packed): chunks of rows x column tiles sized to
+ * the L2 cache (cpu_chunks_plan), claimed by the threads as they go; in a
+ * chunk each group's rows stay in L1 while they pass over the chunk's tiles. */
 static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const struct cpu_packed_weight *p = w->extra;
     const struct pk_type *pt = pk_type_get(w->type);
     const pk_tile_fn kernel = pk_quant_kernel(w->type);
     const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
+    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols;
     const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
     const size_t tile_bytes = (size_t)(nb * pt->max_cols) * pk_act_record(pt->act);
-    const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
-    int64_t g0, g1;
-    cpu_task_rows(task, groups, &g0, &g1);
-    const int64_t col_block = 16 * pt->max_cols, group_block = 16;
-    for (int64_t gb0 = g0; gb0 < g1; gb0 += group_block) {
-        const int64_t gb1 = gb0 + group_block < g1 ? gb0 + group_block : g1;
-        for (int64_t c0 = 0; c0 < ncols; c0 += col_block) {
-            const int64_t c1 = c0 + col_block < ncols ? c0 + col_block : ncols;
-            for (int64_t g = gb0; g < gb1; g++) {
-                const int64_t rows_left = w->ne[1] - g * PK_ROWS;
-                const uint8_t *group = p->data + (size_t)g * gb;
-                for (int64_t c = c0; c < c1; c += pt->max_cols) {
-                    const struct pk_tile t = {
-                        .hdr = group, .q = group + hb, .nb = nb,
-                        .act = (const uint8_t *)task->wdata + (size_t)(c / pt->max_cols) * tile_bytes,
-                        .ncols = (int)(c1 - c < pt->max_cols ? c1 - c : pt->max_cols),
-                        .nrows = (int)(rows_left < PK_ROWS ? rows_left : PK_ROWS),
-                        .dst = (float *)dst->data + c * dst->ne[0] + g * PK_ROWS, .dst_stride = (size_t)dst->ne[0],
-                    };
-                    kernel(&t);
-                }
+    const struct cpu_chunks ch = cpu_chunks_plan(w->ne[1], gb / PK_ROWS, tiles, tile_bytes, task->nth);
+    for (int64_t chunk = cpu_task_next_chunk(task); chunk < cpu_chunks_count(&ch); chunk = cpu_task_next_chunk(task)) {
+        int64_t r0, r1, t0, t1;
+        cpu_chunks_range(&ch, chunk, &r0, &r1, &t0, &t1);
+        for (int64_t g = r0 / PK_ROWS; g * PK_ROWS < r1; g++) {
+            const int64_t rows_left = w->ne[1] - g * PK_ROWS;
+            const uint8_t *group = p->data + (size_t)g * gb;
+            for (int64_t tile = t0; tile < t1; tile++) {
+                const int64_t c = tile * pt->max_cols;
+                const struct pk_tile t = {
+                    .hdr = group, .q = group + hb, .nb = nb,
+                    .act = (const uint8_t *)task->wdata + (size_t)tile * tile_bytes,
+                    .ncols = (int)(ncols - c < pt->max_cols ? ncols - c : pt->max_cols),
+                    .nrows = (int)(rows_left < PK_ROWS ? rows_left : PK_ROWS),
+                    .dst = (float *)dst->data + c * dst->ne[0] + g * PK_ROWS, .dst_stride = (size_t)dst->ne[0],
+                };
+                kernel(&t);
             }
         }
     }
 }
 
-/* F16 weights (any slices, broadcast as mul_mat allows): work items are
- * (slice, block of rows), all columns of the slice each. With enough columns
- * the block's rows are converted to floats once. */
+/* F16 weights (any slices, broadcast as mul_mat allows): work items (slice,
+ * block of rows, block of columns; cpu_packed_impl.h) claimed as the threads go. */
 static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
-    const pk_tile_f16_fn kernel = pk_kernels()->f16;
+    const pk_f16_item_fn kernel = pk_kernels()->f16;
     const int64_t k = w->ne[0], nrows = w->ne[1], ncols = x->ne[1];
     const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
-    const int64_t row_blocks = (nrows + PK_F16_ROW_BLOCK - 1) / PK_F16_ROW_BLOCK;
-    const int64_t slices = x->ne[2] * x->ne[3];
-    const bool convert = ncols >= PK_F16_MIN_COLS_CONVERT;
-    float *wf = (float *)((char *)pk_thread_scratch(task, dst) + pk_pad64((size_t)k * sizeof(fp16_t)));
-    const size_t stride = (size_t)k;
-    int64_t i0, i1;
-    cpu_task_rows(task, slices * row_blocks, &i0, &i1);
-    for (int64_t item = i0; item < i1; item++) {
-        const int64_t slice = item / row_blocks, rb = item % row_blocks;
+    const int64_t rows_per_item = pk_f16_rows(k);
+    const int64_t row_blocks = (nrows + rows_per_item - 1) / rows_per_item;
+    const int64_t col_blocks = (ncols + PK_F16_COL_BLOCK - 1) / PK_F16_COL_BLOCK;
+    const int64_t items = x->ne[2] * x->ne[3] * row_blocks * col_blocks;
+    float *scratch = pk_thread_scratch(task, dst);
+    for (int64_t item = cpu_task_next_chunk(task); item < items; item = cpu_task_next_chunk(task)) {
+        /* consecutive items share their columns (which stay in L2) */
+        const int64_t rb = item % row_blocks, cb = item / row_blocks % col_blocks, slice = item / row_blocks / col_blocks;
         const int64_t i12 = slice % x->ne[2], i13 = slice / x->ne[2];
-        const int64_t row0 = rb * PK_F16_ROW_BLOCK;
-        const int64_t nr = nrows - row0 < PK_F16_ROW_BLOCK ? nrows - row0 : PK_F16_ROW_BLOCK;
-        const char *wrow = cpu_elem(w, 0, row0, i12 / r2, i13 / r3);
-        if (convert) {
-            for (int64_t r = 0; r < nr; r++) {
-                type_traits_get(GGML_TYPE_F16)->to_float(wrow + r * w->nb[1], wf + r * k, k);
-            }
-        }
-        const float *act = (const float *)task->wdata + (size_t)(slice * ncols) * stride;
-        float *out = cpu_elem(dst, row0, 0, i12, i13);
-        for (int64_t c = 0; c < ncols; c += PK_F16_COLS) {
-            for (int64_t r = 0; r < nr; r += PK_F16_ROWS) {
-                const struct pk_tile_f16 t = {
-                    .w = convert ? (const void *)(wf + r * k) : (const void *)(wrow + r * w->nb[1]),
-                    .w_stride = convert ? (size_t)k : w->nb[1] / sizeof(fp16_t), .w_f16 = !convert,
-                    .nrows = (int)(nr - r < PK_F16_ROWS ? nr - r : PK_F16_ROWS),
-                    .act = act + c * stride, .act_stride = stride,
-                    .ncols = (int)(ncols - c < PK_F16_COLS ? ncols - c : PK_F16_COLS),
-                    .k = k, .dst = out + c * dst->ne[0] + r, .dst_stride = (size_t)dst->ne[0],
-                };
-                kernel(&t);
-            }
-        }
+        const int64_t row0 = rb * rows_per_item, col0 = cb * PK_F16_COL_BLOCK;
+        const struct pk_f16_item it = {
+            .w = cpu_elem(w, 0, row0, i12 / r2, i13 / r3), .w_stride = w->nb[1] / sizeof(fp16_t),
+            .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
+            .act = (const float *)task->wdata + (size_t)(slice * ncols + col0) * pk_f16_stride(k),
+            .ncols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK),
+            .k = k, .scratch = scratch, .dst = cpu_elem(dst, row0, col0, i12, i13), .dst_stride = (size_t)dst->ne[0],
+        };
+        kernel(&it);
     }
 }
 

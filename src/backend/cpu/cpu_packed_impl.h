@@ -48,8 +48,6 @@
 #include "ggml.h"
 
 #define PK_ROWS 4
-#define PK_F16_ROWS 2      /* F16 tiles: rows x columns per call */
-#define PK_F16_COLS 6
 
 static inline size_t pk_pad64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -89,22 +87,46 @@ struct pk_tile {
     size_t dst_stride;         /* floats per column of dst */
 };
 
-/* One call of the F16 micro-kernel: nrows x ncols outputs over k elements (32 | k). */
-struct pk_tile_f16 {
-    const void *w;             /* first row: halves (w_f16) or floats */
-    size_t w_stride;           /* elements per row */
-    bool w_f16;
-    int nrows;                 /* 1..PK_F16_ROWS */
-    const float *act;          /* first column */
-    size_t act_stride;         /* floats per column */
-    int ncols;                 /* 1..PK_F16_COLS */
-    int64_t k;
+/* F16 work items: up to pk_f16_rows(k) rows x PK_F16_COL_BLOCK columns.
+ * With PK_F16_MIN_COLS columns or more the rows are converted to floats once
+ * (about half the L2 cache), then each tile column runs k in blocks of
+ * PK_F16_KB over all row pairs, its accumulators waiting in scratch between
+ * blocks, so that a tile's operands come from L1; with fewer columns the
+ * halves are read in place in one pass. */
+#define PK_F16_MAX_ROWS 64
+#define PK_F16_COL_BLOCK 512
+#define PK_F16_KB 1024
+#define PK_F16_MIN_COLS 4
+#define PK_F16_TILE_COLS 6
+/* Floats between consecutive rows of F16 activations and converted weights:
+ * k plus a cache line, so rows a power of two apart do not all fall in the
+ * same L1 set. */
+static inline size_t pk_f16_stride(int64_t k) { return (size_t)k + 16; }
+static inline int pk_f16_rows(int64_t k) {
+    const size_t rows = ((size_t)1 << 19) / (pk_f16_stride(k) * sizeof(float)) / 16 * 16;
+    return rows < 16 ? 16 : rows > PK_F16_MAX_ROWS ? PK_F16_MAX_ROWS : (int)rows;
+}
+/* Scratch floats of one F16 item over k: the rows as floats, then one tile
+ * column's accumulators. */
+static inline size_t pk_f16_scratch_floats(int64_t k) {
+    return (size_t)pk_f16_rows(k) * (pk_f16_stride(k) + PK_F16_TILE_COLS * 32);
+}
+
+/* One F16 work item: dst[c][r] = the reference F16 dot of row r and column c. */
+struct pk_f16_item {
+    const uint16_t *w;      /* first row (halves) */
+    size_t w_stride;           /* halves per row */
+    int nrows;                 /* 1..pk_f16_rows(k) */
+    const float *act;          /* first column (floats, pk_f16_stride(k) apart) */
+    int ncols;                 /* 1..PK_F16_COL_BLOCK */
+    int64_t k;                 /* multiple of 32 */
+    float *scratch;            /* pk_f16_scratch_floats(k), 64-byte aligned */
     float *dst;
     size_t dst_stride;         /* floats per column of dst */
 };
 
 typedef void (*pk_tile_fn)(const struct pk_tile *t);
-typedef void (*pk_tile_f16_fn)(const struct pk_tile_f16 *t);
+typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 
 /* Columns per call of each quantized kernel. */
 #define PK_COLS_Q8 8
@@ -112,7 +134,7 @@ typedef void (*pk_tile_f16_fn)(const struct pk_tile_f16 *t);
 
 struct pk_kernels {
     pk_tile_fn q4_0, q8_0, q4_K, q6_K;
-    pk_tile_f16_fn f16;
+    pk_f16_item_fn f16;
 };
 
 /* The micro-kernels this CPU runs, or NULL (cpu_packed_x86.c). */

@@ -259,59 +259,112 @@ PK_FN float pk_f16_reduce(__m512 a01, __m512 a23) {
     return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehl_ps(p, p)));
 }
 
-PK_FN void pk_f16_tile_rc(const struct pk_tile_f16 *t, const int R, const int C) {
-    __m512 a01[PK_F16_ROWS][PK_F16_COLS], a23[PK_F16_ROWS][PK_F16_COLS];
+/* Tiles of PK_F16_TR rows x up to PK_F16_TC columns. */
+#define PK_F16_TR 2
+#define PK_F16_TC PK_F16_TILE_COLS
+
+/* An R x C tile over n elements (a multiple of 32): row r of the weights at
+ * w + r ws (halves if f16, else floats), column c at act + c as. The outputs'
+ * lanes start at zero (first) or from acc, and end reduced into dst (last)
+ * or back in acc; output (r, c) at acc + (r PK_F16_TC + c) 32. */
+PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, size_t as, int64_t n, float *acc,
+                       bool first, bool last, float *dst, size_t ds, const int R, const int C) {
+    __m512 a01[PK_F16_TR][PK_F16_TC], a23[PK_F16_TR][PK_F16_TC];
     for (int r = 0; r < R; r++) {
-        for (int c = 0; c < C; c++) a01[r][c] = a23[r][c] = _mm512_setzero_ps();
-    }
-    for (int64_t k = 0; k < t->k; k += 32) {
-        __m512 x0[PK_F16_ROWS], x1[PK_F16_ROWS];
-        for (int r = 0; r < R; r++) {
-            x0[r] = pk_load_w(t->w, t->w_f16, r * t->w_stride + k);
-            x1[r] = pk_load_w(t->w, t->w_f16, r * t->w_stride + k + 16);
-        }
         for (int c = 0; c < C; c++) {
-            const __m512 y0 = _mm512_loadu_ps(t->act + c * t->act_stride + k);
-            const __m512 y1 = _mm512_loadu_ps(t->act + c * t->act_stride + k + 16);
-            for (int r = 0; r < R; r++) {
-                a01[r][c] = _mm512_fmadd_ps(x0[r], y0, a01[r][c]);
-                a23[r][c] = _mm512_fmadd_ps(x1[r], y1, a23[r][c]);
+            if (first) {
+                a01[r][c] = a23[r][c] = _mm512_setzero_ps();
+            } else {
+                a01[r][c] = _mm512_load_ps(acc + (r * PK_F16_TC + c) * 32);
+                a23[r][c] = _mm512_load_ps(acc + (r * PK_F16_TC + c) * 32 + 16);
             }
         }
     }
+    for (int64_t k = 0; k < n; k += 32) {
+        __m512 x0[PK_F16_TR], x1[PK_F16_TR];
+        for (int r = 0; r < R; r++) {
+            x0[r] = pk_load_w(w, f16, r * ws + k);
+            x1[r] = pk_load_w(w, f16, r * ws + k + 16);
+        }
+        for (int c = 0; c < C; c++) {
+            /* one load per column vector, shared by the rows (not folded into each fma) */
+            __m512 y0 = _mm512_loadu_ps(act + c * as + k), y1 = _mm512_loadu_ps(act + c * as + k + 16);
+            __asm__("" : "+v"(y0), "+v"(y1));
+            for (int r = 0; r < R; r++) a01[r][c] = _mm512_fmadd_ps(x0[r], y0, a01[r][c]);
+            for (int r = 0; r < R; r++) a23[r][c] = _mm512_fmadd_ps(x1[r], y1, a23[r][c]);
+        }
+    }
     for (int c = 0; c < C; c++) {
-        for (int r = 0; r < R; r++) t->dst[c * t->dst_stride + r] = pk_f16_reduce(a01[r][c], a23[r][c]);
+        for (int r = 0; r < R; r++) {
+            if (last) {
+                dst[c * ds + r] = pk_f16_reduce(a01[r][c], a23[r][c]);
+            } else {
+                _mm512_store_ps(acc + (r * PK_F16_TC + c) * 32, a01[r][c]);
+                _mm512_store_ps(acc + (r * PK_F16_TC + c) * 32 + 16, a23[r][c]);
+            }
+        }
     }
 }
 
-PK_KERNEL void pk_f16_tile(const struct pk_tile_f16 *t) {
-#define PK_F16_1(C) pk_f16_tile_rc(t, 1, C)
-#define PK_F16_2(C) pk_f16_tile_rc(t, 2, C)
-    if (t->nrows == 2) {
-        switch (t->ncols) {
-            case 1: PK_F16_2(1); break;
-            case 2: PK_F16_2(2); break;
-            case 3: PK_F16_2(3); break;
-            case 4: PK_F16_2(4); break;
-            case 5: PK_F16_2(5); break;
-            default: PK_F16_2(6); break;
+/* The tile with R and C as constants (full tiles take the first case). */
+PK_FN void pk_f16_tile_any(const void *w, bool f16, size_t ws, const float *act, size_t as, int64_t n, float *acc,
+                           bool first, bool last, float *dst, size_t ds, int R, int C) {
+#define PK_F16_T(r, c) pk_f16_tile(w, f16, ws, act, as, n, acc, first, last, dst, ds, r, c)
+    if (R == 2) {
+        switch (C) {
+            case 6: PK_F16_T(2, 6); break;
+            case 5: PK_F16_T(2, 5); break;
+            case 4: PK_F16_T(2, 4); break;
+            case 3: PK_F16_T(2, 3); break;
+            case 2: PK_F16_T(2, 2); break;
+            default: PK_F16_T(2, 1); break;
         }
     } else {
-        switch (t->ncols) {
-            case 1: PK_F16_1(1); break;
-            case 2: PK_F16_1(2); break;
-            case 3: PK_F16_1(3); break;
-            case 4: PK_F16_1(4); break;
-            case 5: PK_F16_1(5); break;
-            default: PK_F16_1(6); break;
+        switch (C) {
+            case 6: PK_F16_T(1, 6); break;
+            case 5: PK_F16_T(1, 5); break;
+            case 4: PK_F16_T(1, 4); break;
+            case 3: PK_F16_T(1, 3); break;
+            case 2: PK_F16_T(1, 2); break;
+            default: PK_F16_T(1, 1); break;
         }
     }
-#undef PK_F16_1
-#undef PK_F16_2
+#undef PK_F16_T
+}
+
+PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
+    const int64_t k = it->k;
+    const size_t ks = pk_f16_stride(k);
+    if (it->ncols < PK_F16_MIN_COLS) {  /* matrix-vector: halves in place, one pass */
+        for (int r = 0; r < it->nrows; r += PK_F16_TR) {
+            const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
+            pk_f16_tile_any(it->w + r * it->w_stride, true, it->w_stride, it->act, ks, k, NULL, true, true,
+                            it->dst + r, it->dst_stride, R, it->ncols);
+        }
+        return;
+    }
+    /* the rows as floats once; then per tile column, k blocks over all row pairs
+     * (the column tile's accumulators and k block stay in L1) */
+    float *wf = it->scratch, *acc = it->scratch + (size_t)it->nrows * ks;
+    for (int r = 0; r < it->nrows; r++) {
+        for (int64_t e = 0; e < k; e += 16) _mm512_store_ps(wf + r * ks + e, pk_load_w(it->w, true, r * it->w_stride + e));
+    }
+    for (int c = 0; c < it->ncols; c += PK_F16_TC) {
+        const int C = it->ncols - c < PK_F16_TC ? it->ncols - c : PK_F16_TC;
+        for (int64_t k0 = 0; k0 < k; k0 += PK_F16_KB) {
+            const int64_t n = k - k0 < PK_F16_KB ? k - k0 : PK_F16_KB;
+            for (int r = 0; r < it->nrows; r += PK_F16_TR) {
+                const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
+                pk_f16_tile_any(wf + r * ks + k0, false, ks, it->act + c * ks + k0, ks, n,
+                                acc + r * PK_F16_TC * 32, k0 == 0, k0 + n == k, it->dst + c * it->dst_stride + r,
+                                it->dst_stride, R, C);
+            }
+        }
+    }
 }
 
 static const struct pk_kernels pk_avx512 = {
-    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile, .f16 = pk_f16_tile,
+    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
 };
 
 const struct pk_kernels *pk_kernels_x86(void) {
