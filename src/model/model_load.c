@@ -5,12 +5,15 @@
  */
 #include "model.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_packed.h"
+#include "core/cpu_features.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "gguf/gguf.h"
@@ -462,31 +465,75 @@ static bool load_llama_weights(struct weight_loader *wl) {
     return true;
 }
 
+/* Packing shared by threads: each takes the next weight in the list. */
+struct pack_job {
+    struct llama_model *model;
+    struct tensor **list;
+    int n;
+    atomic_int next;
+    atomic_bool failed;
+    char error[256];     /* the first failure's message */
+    pthread_mutex_t lock;
+};
+
+static void *pack_worker(void *arg) {
+    struct pack_job *job = arg;
+    for (int i = atomic_fetch_add(&job->next, 1); i < job->n && !atomic_load(&job->failed);
+         i = atomic_fetch_add(&job->next, 1)) {
+        struct tensor *t = job->list[i];
+        if (!cpu_repack_weight(t)) {
+            pthread_mutex_lock(&job->lock);
+            if (!atomic_exchange(&job->failed, true)) snprintf(job->error, sizeof job->error, "%s", error_last());
+            pthread_mutex_unlock(&job->lock);
+            break;
+        }
+        if (t->extra) gguf_release_pages(job->model->gguf, t->data, tensor_nbytes(t));
+    }
+    return NULL;
+}
+
 /* The matrices the graph multiplies by with mul_mat get the CPU backend's
  * packed copy where it has one (cpu_packed.h), and their pages of the mapped
  * file leave the resident set, so the copy replaces them rather than adding
- * to them. Not packed: the experts (mul_mat_id reads them in place), an
- * output tied to the token embeddings (get_rows reads those pages), and
- * anything when the file is read into memory or locked there (a copy would
- * then double the memory). */
+ * to them (each weight's pages go as soon as it is packed, so the peak is
+ * the copies plus one weight). Not packed: the experts (mul_mat_id reads
+ * them in place), an output tied to the token embeddings (get_rows reads
+ * those pages), and anything when the file is read into memory or locked
+ * there (a copy would then double the memory). One thread per core. */
 static bool pack_weights(struct llama_model *model, const struct llama_model_params *params) {
     if (!params->use_mmap || params->use_mlock) return true;
     enum { N_PER_LAYER = 7 };
-    for (uint32_t i = 0; i <= model->hparams.n_layer; i++) {
-        struct tensor *list[N_PER_LAYER] = { 0 };
-        if (i == model->hparams.n_layer) {
-            if (model->output != model->tok_embd) list[0] = model->output;
-        } else {
-            const struct llama_layer *l = &model->layers[i];
-            struct tensor *mats[N_PER_LAYER] = { l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_down, l->ffn_up };
-            memcpy(list, mats, sizeof mats);
-        }
+    const uint32_t n_layer = model->hparams.n_layer;
+    struct tensor **list = calloc((size_t)n_layer * N_PER_LAYER + 1, sizeof *list);
+    if (!list) {
+        error_set("out of memory packing the weights");
+        return false;
+    }
+    int n = 0;
+    for (uint32_t i = 0; i < n_layer; i++) {
+        const struct llama_layer *l = &model->layers[i];
+        struct tensor *mats[N_PER_LAYER] = { l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_down, l->ffn_up };
         for (int j = 0; j < N_PER_LAYER; j++) {
-            struct tensor *t = list[j];
-            if (!t) continue;
-            if (!cpu_repack_weight(t)) return false;
-            if (t->extra) gguf_release_pages(model->gguf, t->data, tensor_nbytes(t));
+            if (mats[j] && cpu_repack_size(mats[j])) list[n++] = mats[j];
         }
+    }
+    if (model->output != model->tok_embd && cpu_repack_size(model->output)) list[n++] = model->output;
+    struct pack_job job = { .model = model, .list = list, .n = n };
+    pthread_mutex_init(&job.lock, NULL);
+    enum { MAX_PACK_THREADS = 16 };
+    pthread_t threads[MAX_PACK_THREADS];
+    int n_threads = cpu_physical_cores();
+    if (n_threads > MAX_PACK_THREADS) n_threads = MAX_PACK_THREADS;
+    if (n_threads > n) n_threads = n;
+    int started = 0;
+    while (started + 1 < n_threads && pthread_create(&threads[started], NULL, pack_worker, &job) == 0) started++;
+    pack_worker(&job);
+    for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+    pthread_mutex_destroy(&job.lock);
+    free(list);
+    if (atomic_load(&job.failed)) {
+        error_set("%s", job.error);
+        return false;
     }
     return true;
 }
