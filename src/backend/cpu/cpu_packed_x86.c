@@ -29,6 +29,9 @@
 #define PK_FN static inline __attribute__((target(PK_TARGET), always_inline))
 #define PK_KERNEL static __attribute__((target(PK_TARGET)))
 
+/* How far ahead matrix-vector kernels prefetch their weights. */
+#define PK_PREFETCH_BYTES 2048
+
 /* The 4 rows' float scales (halves at p) spread to the rows' 4 lanes each. */
 PK_FN __m512 pk_row_scales(const void *p) {
     const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p));
@@ -62,6 +65,11 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
     __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8];
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        /* matrix-vector: the weights stream from memory once; ask for them ahead */
+        if (C == 1) {
+            _mm_prefetch((const char *)t->q + qbytes * i + PK_PREFETCH_BYTES, _MM_HINT_T0);
+            if (!q4) _mm_prefetch((const char *)t->q + qbytes * i + 64 + PK_PREFETCH_BYTES, _MM_HINT_T0);
+        }
         __m512i lo, hi;
         if (q4) {
             const __m512i q = _mm512_loadu_si512(t->q + qbytes * i), m4 = _mm512_set1_epi8(0x0F);
