@@ -20,6 +20,9 @@
 #include "quant/quant_blocks.h"
 
 
+/* Smallest guided chunk of a matrix-vector product (bytes of weights). */
+#define PK_GUIDED_MIN_BYTES (16 << 10)
+
 struct cpu_packed_weight {
     const void *src;     /* w->data when packed */
     uint8_t *data;       /* anonymous mapping of `size` bytes */
@@ -320,23 +323,52 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
 
 /* ---- products --------------------------------------------------------------------------------- */
 
-/* Quantized weights (2-d, packed): chunks of rows x column tiles sized to
- * the L2 cache (cpu_chunks_plan), claimed by the threads as they go; in a
- * chunk each group's rows stay in L1 while they pass over the chunk's tiles. */
+/* Chunk k of n units cut for matrix-vector products, where there is no reuse
+ * to block for: each chunk is a share of what is left (1 / (2 nth)), down to
+ * `min`, so chunks are large first and small at the end and the threads
+ * claiming them finish together. False past the last chunk. */
+static bool pk_guided_chunk(int64_t n, int nth, int64_t min, int64_t k, int64_t *a, int64_t *b) {
+    int64_t start = 0;
+    for (int64_t i = 0; start < n; i++) {
+        int64_t size = (n - start) / (2 * nth);
+        if (size < min) size = min;
+        if (size > n - start) size = n - start;
+        if (i == k) {
+            *a = start;
+            *b = start + size;
+            return true;
+        }
+        start += size;
+    }
+    return false;
+}
+
+/* Quantized weights (2-d, packed): with one column tile, guided chunks of
+ * row groups; else chunks of rows x column tiles sized to the L2 cache
+ * (cpu_chunks_plan), in which each group's rows stay in L1 while they pass
+ * over the chunk's tiles. Threads claim chunks as they go. */
 static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const struct cpu_packed_weight *p = w->extra;
     const struct pk_type *pt = pk_type_get(w->type);
     const pk_tile_fn kernel = pk_quant_kernel(w->type);
     const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
-    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols;
+    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols, groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
     const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
     const size_t tile_bytes = (size_t)(nb * pt->max_cols) * pk_act_record(pt->act);
     const struct cpu_chunks ch = cpu_chunks_plan(w->ne[1], gb / PK_ROWS, tiles, tile_bytes, task->nth);
-    for (int64_t chunk = cpu_task_next_chunk(task); chunk < cpu_chunks_count(&ch); chunk = cpu_task_next_chunk(task)) {
-        int64_t r0, r1, t0, t1;
-        cpu_chunks_range(&ch, chunk, &r0, &r1, &t0, &t1);
-        for (int64_t g = r0 / PK_ROWS; g * PK_ROWS < r1; g++) {
+    for (int64_t chunk = cpu_task_next_chunk(task);; chunk = cpu_task_next_chunk(task)) {
+        int64_t g0, g1, t0 = 0, t1 = 1;
+        if (tiles == 1) {
+            if (!pk_guided_chunk(groups, task->nth, PK_GUIDED_MIN_BYTES / (int64_t)gb + 1, chunk, &g0, &g1)) break;
+        } else {
+            if (chunk >= cpu_chunks_count(&ch)) break;
+            int64_t r0, r1;
+            cpu_chunks_range(&ch, chunk, &r0, &r1, &t0, &t1);
+            g0 = r0 / PK_ROWS;
+            g1 = (r1 + PK_ROWS - 1) / PK_ROWS;
+        }
+        for (int64_t g = g0; g < g1; g++) {
             const int64_t rows_left = w->ne[1] - g * PK_ROWS;
             const uint8_t *group = p->data + (size_t)g * gb;
             for (int64_t tile = t0; tile < t1; tile++) {
@@ -355,30 +387,38 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
 }
 
 /* F16 weights (any slices, broadcast as mul_mat allows): work items (slice,
- * block of rows, block of columns; cpu_packed_impl.h) claimed as the threads go. */
+ * block of rows, block of columns; cpu_packed_impl.h) claimed as the threads
+ * go; matrix-vector products take guided chunks of 16-row units instead. */
 static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const pk_f16_item_fn kernel = pk_kernels()->f16;
-    const int64_t k = w->ne[0], nrows = w->ne[1], ncols = x->ne[1];
+    const int64_t k = w->ne[0], nrows = w->ne[1], ncols = x->ne[1], slices = x->ne[2] * x->ne[3];
     const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
-    const int64_t rows_per_item = pk_f16_rows(k);
+    const bool guided = ncols < PK_F16_MIN_COLS;
+    const int64_t rows_per_item = guided ? 16 : pk_f16_rows(k);
     const int64_t row_blocks = (nrows + rows_per_item - 1) / rows_per_item;
     const int64_t col_blocks = (ncols + PK_F16_COL_BLOCK - 1) / PK_F16_COL_BLOCK;
-    const int64_t items = x->ne[2] * x->ne[3] * row_blocks * col_blocks;
+    const int64_t items = slices * row_blocks * col_blocks;
+    const int64_t min_units = PK_GUIDED_MIN_BYTES / (rows_per_item * k * (int64_t)sizeof(fp16_t)) + 1;
     float *scratch = pk_thread_scratch(task, dst);
-    for (int64_t item = cpu_task_next_chunk(task); item < items; item = cpu_task_next_chunk(task)) {
-        /* consecutive items share their columns (which stay in L2) */
-        const int64_t rb = item % row_blocks, cb = item / row_blocks % col_blocks, slice = item / row_blocks / col_blocks;
-        const int64_t i12 = slice % x->ne[2], i13 = slice / x->ne[2];
-        const int64_t row0 = rb * rows_per_item, col0 = cb * PK_F16_COL_BLOCK;
-        const struct pk_f16_item it = {
-            .w = cpu_elem(w, 0, row0, i12 / r2, i13 / r3), .w_stride = w->nb[1] / sizeof(fp16_t),
-            .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
-            .act = (const float *)task->wdata + (size_t)(slice * ncols + col0) * pk_f16_stride(k),
-            .ncols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK),
-            .k = k, .scratch = scratch, .dst = cpu_elem(dst, row0, col0, i12, i13), .dst_stride = (size_t)dst->ne[0],
-        };
-        kernel(&it);
+    for (int64_t chunk = cpu_task_next_chunk(task);; chunk = cpu_task_next_chunk(task)) {
+        int64_t i0 = chunk, i1 = chunk + 1;
+        if (guided ? !pk_guided_chunk(items, task->nth, min_units, chunk, &i0, &i1) : chunk >= items) break;
+        for (int64_t item = i0; item < i1; item++) {
+            /* consecutive items share their columns (which stay in L2) */
+            const int64_t rb = item % row_blocks, cb = item / row_blocks % col_blocks;
+            const int64_t slice = item / row_blocks / col_blocks, i12 = slice % x->ne[2], i13 = slice / x->ne[2];
+            const int64_t row0 = rb * rows_per_item, col0 = cb * PK_F16_COL_BLOCK;
+            const struct pk_f16_item it = {
+                .w = cpu_elem(w, 0, row0, i12 / r2, i13 / r3), .w_stride = w->nb[1] / sizeof(fp16_t),
+                .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
+                .act = (const float *)task->wdata + (size_t)(slice * ncols + col0) * pk_f16_stride(k),
+                .ncols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK),
+                .k = k, .scratch = scratch, .dst = cpu_elem(dst, row0, col0, i12, i13),
+                .dst_stride = (size_t)dst->ne[0],
+            };
+            kernel(&it);
+        }
     }
 }
 

@@ -39,6 +39,12 @@ PK_FN __m512 pk_row_scales(const void *p) {
                                  _mm512_castps128_ps512(d));
 }
 
+/* Matrix-vector kernels stream their weights from memory once: each block
+ * asks for the lines PK_PREFETCH_BYTES ahead of its own. */
+PK_FN void pk_prefetch(const uint8_t *block, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)block + o + PK_PREFETCH_BYTES, _MM_HINT_T0);
+}
+
 PK_FN __m512i pk_bcast128(const void *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
 
 /* Row r's hsum_float_8 of lanes lo (0-3) and hi (4-7) for the 4 rows: lane k
@@ -65,11 +71,7 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
     __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8];
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        /* matrix-vector: the weights stream from memory once; ask for them ahead */
-        if (C == 1) {
-            _mm_prefetch((const char *)t->q + qbytes * i + PK_PREFETCH_BYTES, _MM_HINT_T0);
-            if (!q4) _mm_prefetch((const char *)t->q + qbytes * i + 64 + PK_PREFETCH_BYTES, _MM_HINT_T0);
-        }
+        if (C == 1) pk_prefetch(t->q + qbytes * i, qbytes);
         __m512i lo, hi;
         if (q4) {
             const __m512i q = _mm512_loadu_si512(t->q + qbytes * i), m4 = _mm512_set1_epi8(0x0F);
@@ -160,6 +162,7 @@ PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C) {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t i = 0; i < t->nb; i++) {
         const uint8_t *hdr = t->hdr + 80 * i, *q = t->q + 512 * i;
+        if (C == 1) pk_prefetch(q, 512);
         __m512i l0[PK_COLS_K], l1[PK_COLS_K];
         for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
         for (int j = 0; j < 4; j++) {
@@ -203,6 +206,7 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t i = 0; i < t->nb; i++) {
         const uint8_t *hdr = t->hdr + 72 * i, *q = t->q + 768 * i;
+        if (C == 1) pk_prefetch(q, 768);
         __m512i l0[PK_COLS_K], l1[PK_COLS_K];
         for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
         for (int n = 0; n < 2; n++) {
