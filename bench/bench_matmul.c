@@ -135,7 +135,8 @@ static bool bench_type(struct cpu_threadpool *pool, enum ggml_type type, const s
         if (ok) {
             const double ops = 2.0 * (double)o->k * (double)o->n * (double)o->m;
             const double cpu = r.cpu / o->threads, per_token = (double)o->k * (double)o->n / o->model_weights;
-            printf("%-8s prompt %lld x %lld x %lld  %7.2f ms  %7.1f GOP/s  %6.1f t/s | cpu time/thread %7.2f ms  %7.1f GOP/s  %6.1f t/s\n",
+            printf("%-8s prompt %lld x %lld x %lld  %7.2f ms  %7.1f GOP/s  %6.1f t/s"
+                   " | cpu time/thread %7.2f ms  %7.1f GOP/s  %6.1f t/s\n",
                    type_name(type), (long long)o->k, (long long)o->n, (long long)o->m, r.wall * 1e3, ops / r.wall * 1e-9,
                    (double)o->m / r.wall * per_token, cpu * 1e3, ops / cpu * 1e-9, (double)o->m / cpu * per_token);
         }

@@ -75,7 +75,8 @@ static int check_product(struct cpu_threadpool *pool, struct tensor_ctx *ctx, st
                         memcpy(&got, (char *)out->data + i0 * 4 + i1 * out->nb[1] + i2 * out->nb[2] + i3 * out->nb[3], 4);
                         const float want = reference(w, x, i0, i1, i2, i3);
                         if (memcmp(&got, &want, 4) != 0 && bad++ < 3) {
-                            fprintf(stderr, "%s %s (%lld x %lld x %lld, %d threads) [%lld %lld %lld %lld]: %.9g, reference %.9g\n",
+                            fprintf(stderr,
+                                    "%s %s (%lld x %lld x %lld, %d threads) [%lld %lld %lld %lld]: %.9g, reference %.9g\n",
                                     what, type_name(w->type), (long long)w->ne[0], (long long)w->ne[1], (long long)x->ne[1],
                                     nt, (long long)i0, (long long)i1, (long long)i2, (long long)i3, got, want);
                         }

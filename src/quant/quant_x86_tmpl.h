@@ -253,7 +253,8 @@ QX_ROW void QX(q8_K_from_float)(const float *x, void *vy, int64_t n) {
         const __m256 va = _mm256_set1_ps(amax);
         float max = 0;
         for (int j = 0; j < QK_K; j += 8) {
-            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), va, _CMP_EQ_OQ));
+            const __m256 ax = _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j));
+            const int hit = _mm256_movemask_ps(_mm256_cmp_ps(ax, va, _CMP_EQ_OQ));
             if (hit) {
                 max = x[j + __builtin_ctz((unsigned)hit)];
                 break;
@@ -377,7 +378,8 @@ QX_ROW void QX(q2_K_dot)(int64_t n, float *s, const void *vx, const void *vy) {
             for (int sh = 0; sh < 4; sh++) {
                 const int c = 4 * h + sh;
                 const __m256i a = _mm256_and_si256(_mm256_srli_epi16(q, 2 * sh), _mm256_set1_epi8(3));
-                lanes = QX(dot_pairs)(lanes, _mm256_maddubs_epi16(a, QX(load)(y[i].qs + 32 * c)), QX(scale_chunk)(scales, c));
+                const __m256i p = _mm256_maddubs_epi16(a, QX(load)(y[i].qs + 32 * c));
+                lanes = QX(dot_pairs)(lanes, p, QX(scale_chunk)(scales, c));
             }
         }
         acc = QX(fma_lanes)(acc, y[i].d * QX(h2f)(x[i].d), lanes);

@@ -19,7 +19,6 @@
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
 
-
 /* Smallest guided chunk of a matrix-vector product (bytes of weights). */
 #define PK_GUIDED_MIN_BYTES (16 << 10)
 
@@ -236,7 +235,8 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
     const int64_t k = w->ne[0];
     switch (pk_act_of(w)) {
         case PK_ACT_F32: {
-            const size_t init = pk_pad64((size_t)k * sizeof(fp16_t)), compute = pk_pad64(pk_f16_scratch_floats(k) * sizeof(float));
+            const size_t init = pk_pad64((size_t)k * sizeof(fp16_t));
+            const size_t compute = pk_pad64(pk_f16_scratch_floats(k) * sizeof(float));
             return init > compute ? init : compute;
         }
         case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));

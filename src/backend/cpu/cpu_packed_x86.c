@@ -229,7 +229,9 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
                 for (int c = 0; c < C; c++) {
                     const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
                     __m512i l = h ? l1[c] : l0[c];
-                    for (int k = 0; k < 4; k++) l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
+                    for (int k = 0; k < 4; k++) {
+                        l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
+                    }
                     l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
                     l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
                     if (h) l1[c] = l; else l0[c] = l;
