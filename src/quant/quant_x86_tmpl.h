@@ -19,6 +19,8 @@
 
 #define QX_FN static inline __attribute__((target(QX_TARGET), always_inline))
 #define QX_ROW static __attribute__((target(QX_TARGET)))
+/* Loops over a block's chunks are unrolled even at -O2 (the Ruby gem's build). */
+#define QX_UNROLL _Pragma("GCC unroll 8")
 
 /* ---- integer lanes ------------------------------------------------------------ */
 
@@ -267,6 +269,7 @@ QX_ROW void QX(q8_K_from_float)(const float *x, void *vy, int64_t n) {
         __m256i sums[QK_K / 32];
         for (int j = 0; j < QK_K; j += 32) {
             __m256i q[4];
+            QX_UNROLL
             for (int k = 0; k < 4; k++) {
                 const __m256 b = _mm256_fmadd_ps(vs, _mm256_loadu_ps(x + j + 8 * k), magic);
                 q[k] = _mm256_min_epi32(_mm256_sub_epi32(_mm256_and_si256(_mm256_castps_si256(b), mant), bias), top);
@@ -275,6 +278,7 @@ QX_ROW void QX(q8_K_from_float)(const float *x, void *vy, int64_t n) {
             /* the 16-sums of this 32: lanes 0, 1, 4, 5 add to the first, 2, 3, 6, 7 to the second */
             sums[j / 32] = _mm256_hadd_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
         }
+        QX_UNROLL
         for (int c = 0; c < QK_K / 32; c++) {
             int32_t t[8];
             _mm256_storeu_si256((__m256i *)t, sums[c]);
@@ -373,8 +377,10 @@ QX_ROW void QX(q2_K_dot)(int64_t n, float *s, const void *vx, const void *vy) {
         __m256i scales[2];
         QX(scales16)(_mm_and_si128(sc, m4), scales);
         __m256i lanes = _mm256_setzero_si256();
+        QX_UNROLL
         for (int h = 0; h < 2; h++) {
             const __m256i q = QX(load)(x[i].qs + 32 * h);
+            QX_UNROLL
             for (int sh = 0; sh < 4; sh++) {
                 const int c = 4 * h + sh;
                 const __m256i a = _mm256_and_si256(_mm256_srli_epi16(q, 2 * sh), _mm256_set1_epi8(3));
@@ -398,8 +404,10 @@ QX_ROW void QX(q3_K_dot)(int64_t n, float *s, const void *vx, const void *vy) {
         QX(scales16)(_mm_sub_epi8(_mm_loadu_si128((const __m128i *)sc), _mm_set1_epi8(32)), scales);
         const __m256i hm = QX(load)(x[i].hmask);
         __m256i lanes = _mm256_setzero_si256();
+        QX_UNROLL
         for (int h = 0; h < 2; h++) {
             const __m256i q = QX(load)(x[i].qs + 32 * h);
+            QX_UNROLL
             for (int sh = 0; sh < 4; sh++) {
                 const int c = 4 * h + sh;
                 const __m256i bit = _mm256_set1_epi8((char)(1 << c));
@@ -434,6 +442,7 @@ QX_ROW void QX(q4_K_dot)(int64_t n, float *s, const void *vx, const void *vy) {
         const float dmin = -y[i].d * QX(h2f)(x[i].dmin);
         acc_m = _mm_fmadd_ps(_mm_set1_ps(dmin), _mm_cvtepi32_ps(QX(k4_mins)(mn, y[i].bsums)), acc_m);
         __m256i lanes = _mm256_setzero_si256();
+        QX_UNROLL
         for (int j = 0; j < 4; j++) {
             const __m256i q = QX(load)(x[i].qs + 32 * j);
             const __m256i p0 = _mm256_maddubs_epi16(QX(lo4)(q), QX(load)(y[i].qs + 64 * j));
@@ -461,6 +470,7 @@ QX_ROW void QX(q5_K_dot)(int64_t n, float *s, const void *vx, const void *vy) {
         summs = fmaf(-y[i].d * QX(h2f)(x[i].dmin), (float)_mm_cvtsi128_si32(m), summs);
         const __m256i hb = QX(load)(x[i].qh);
         __m256i lanes = _mm256_setzero_si256();
+        QX_UNROLL
         for (int j = 0; j < 4; j++) {
             const __m256i q = QX(load)(x[i].qs + 32 * j);
             const __m256i b0 = _mm256_set1_epi8((char)(1 << (2 * j))), b1 = _mm256_set1_epi8((char)(2 << (2 * j)));
@@ -485,6 +495,7 @@ QX_ROW void QX(q6_K_dot)(int64_t n, float *s, const void *vx, const void *vy) {
         __m256i scales[2];
         QX(scales16)(_mm_loadu_si128((const __m128i *)x[i].scales), scales);
         __m256i lanes = _mm256_setzero_si256();
+        QX_UNROLL
         for (int h = 0; h < 2; h++) {
             const __m256i l0 = QX(load)(x[i].ql + 64 * h), l1 = QX(load)(x[i].ql + 64 * h + 32);
             const __m256i qh = QX(load)(x[i].qh + 32 * h);
@@ -494,6 +505,7 @@ QX_ROW void QX(q6_K_dot)(int64_t n, float *s, const void *vx, const void *vy) {
                 _mm256_or_si256(QX(hi4)(l0), _mm256_and_si256(qh, m2)),
                 _mm256_or_si256(QX(hi4)(l1), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m2)),
             };
+            QX_UNROLL
             for (int k = 0; k < 4; k++) {
                 const int c = 4 * h + k;
                 const __m256i b = QX(load)(y[i].qs + 32 * c);
@@ -521,11 +533,13 @@ QX_ROW void QX(iq2_xxs_dot)(int64_t n, float *s, const void *vx, const void *vy)
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i lanes = _mm256_setzero_si256();
+        QX_UNROLL
         for (int c = 0; c < QK_K / 32; c++) {
             const uint16_t *q = x[i].qs + 4 * c;
             const uint32_t idx = (uint32_t)q[0] | ((uint32_t)q[1] << 16);
             const uint32_t ss = (uint32_t)q[2] | ((uint32_t)q[3] << 16);
             uint32_t signs = 0;
+            QX_UNROLL
             for (int l = 0; l < 4; l++) signs |= (uint32_t)iq2_sign_byte((ss >> (7 * l)) & 127) << (8 * l);
             const __m256i p = QX(iq2_pairs)(iq2_xxs_grid[idx & 0xFF], iq2_xxs_grid[(idx >> 8) & 0xFF],
                                             iq2_xxs_grid[(idx >> 16) & 0xFF], iq2_xxs_grid[idx >> 24], signs,
@@ -543,9 +557,11 @@ QX_ROW void QX(iq2_xs_dot)(int64_t n, float *s, const void *vx, const void *vy) 
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / QK_K; i++) {
         __m256i lanes = _mm256_setzero_si256();
+        QX_UNROLL
         for (int c = 0; c < QK_K / 32; c++) {
             const uint16_t *q = x[i].qs + 4 * c;
             uint32_t signs = 0;
+            QX_UNROLL
             for (int l = 0; l < 4; l++) signs |= (uint32_t)iq2_sign_byte(q[l] >> 9) << (8 * l);
             const __m256i p = QX(iq2_pairs)(iq2_xs_grid[q[0] & 511], iq2_xs_grid[q[1] & 511], iq2_xs_grid[q[2] & 511],
                                             iq2_xs_grid[q[3] & 511], signs, y[i].qs + 32 * c);
@@ -582,3 +598,4 @@ static const struct quant_kernels QX(table)[GGML_TYPE_COUNT] = {
 
 #undef QX_FN
 #undef QX_ROW
+#undef QX_UNROLL

@@ -28,6 +28,9 @@
 #define PK_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
 #define PK_FN static inline __attribute__((target(PK_TARGET), always_inline))
 #define PK_KERNEL static __attribute__((target(PK_TARGET)))
+/* Loops over a tile's rows, columns and a block's chunks are unrolled even
+ * at -O2 (the Ruby gem's build): their accumulators must live in registers. */
+#define PK_UNROLL _Pragma("GCC unroll 16")
 
 /* How far ahead matrix-vector kernels prefetch their weights. */
 #define PK_PREFETCH_BYTES 2048
@@ -69,6 +72,7 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
     const int64_t nb = t->nb;
     const size_t qbytes = q4 ? 64 : 128;
     __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8];
+    PK_UNROLL
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         if (C == 1) pk_prefetch(t->q + qbytes * i, qbytes);
@@ -82,6 +86,7 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
             hi = _mm512_loadu_si512(t->q + qbytes * i + 64);
         }
         const __m512 dx = pk_row_scales(t->hdr + 8 * i);
+        PK_UNROLL
         for (int c = 0; c < C; c++) {
             const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8 + c;
             const __m512i ilo = _mm512_dpbusd_epi32(pk_bcast128(a->corr), lo, pk_bcast128(a->qs));
@@ -91,6 +96,7 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
             acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ihi), acc_hi[c]);
         }
     }
+    PK_UNROLL
     for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
 }
 
@@ -158,18 +164,23 @@ PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16
  * -d_y dmin into their own accumulator, added after the lanes' reduction. */
 PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C) {
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
+    PK_UNROLL
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = acc_m[c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t i = 0; i < t->nb; i++) {
         const uint8_t *hdr = t->hdr + 80 * i, *q = t->q + 512 * i;
         if (C == 1) pk_prefetch(q, 512);
         __m512i l0[PK_COLS_K], l1[PK_COLS_K];
+        PK_UNROLL
         for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+        PK_UNROLL
         for (int j = 0; j < 4; j++) {
             const __m512i s_lo = pk_scale_words_u8(hdr + 16 + 8 * j), s_hi = pk_scale_words_u8(hdr + 20 + 8 * j);
+            PK_UNROLL
             for (int h = 0; h < 2; h++) {
                 const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
                 const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                PK_UNROLL
                 for (int c = 0; c < C; c++) {
                     const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
                     __m512i *l = h ? &l1[c] : &l0[c];
@@ -180,6 +191,7 @@ PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C) {
         }
         const __m512 dx = pk_row_scales(hdr), dmx = pk_row_scales(hdr + 8);
         const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 48)));
+        PK_UNROLL
         for (int c = 0; c < C; c++) {
             const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
             const __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
@@ -189,6 +201,7 @@ PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C) {
             acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
         }
     }
+    PK_UNROLL
     for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_m[c], t->dst + c * t->dst_stride, t->nrows, true);
 }
 
@@ -202,14 +215,18 @@ PK_KERNEL void pk_q4_K_tile(const struct pk_tile *t) {
  * corr6 sums, weighted by the same scales), signed scale per 16. */
 PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K];
+    PK_UNROLL
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t i = 0; i < t->nb; i++) {
         const uint8_t *hdr = t->hdr + 72 * i, *q = t->q + 768 * i;
         if (C == 1) pk_prefetch(q, 768);
         __m512i l0[PK_COLS_K], l1[PK_COLS_K];
+        PK_UNROLL
         for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+        PK_UNROLL
         for (int n = 0; n < 2; n++) {
+            PK_UNROLL
             for (int h = 0; h < 2; h++) {
                 const uint8_t *z = q + 192 * (2 * n + h);
                 const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
@@ -223,12 +240,15 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
                                               m4, 0xEC),
                 };
                 __m512i s[4];
+                PK_UNROLL
                 for (int k = 0; k < 4; k++) s[k] = pk_scale_words_i8(hdr + 8 + 4 * (2 * (4 * n + k) + h));
                 const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
                 const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
+                PK_UNROLL
                 for (int c = 0; c < C; c++) {
                     const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
                     __m512i l = h ? l1[c] : l0[c];
+                    PK_UNROLL
                     for (int k = 0; k < 4; k++) {
                         l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
                     }
@@ -239,6 +259,7 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
             }
         }
         const __m512 dx = pk_row_scales(hdr);
+        PK_UNROLL
         for (int c = 0; c < C; c++) {
             const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
             const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
@@ -246,6 +267,7 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
             acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
         }
     }
+    PK_UNROLL
     for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
 }
 
@@ -284,7 +306,9 @@ PK_FN float pk_f16_reduce(__m512 a01, __m512 a23) {
 PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, size_t as, int64_t n, float *acc,
                        bool first, bool last, float *dst, size_t ds, const int R, const int C) {
     __m512 a01[PK_F16_TR][PK_F16_TC], a23[PK_F16_TR][PK_F16_TC];
+    PK_UNROLL
     for (int r = 0; r < R; r++) {
+        PK_UNROLL
         for (int c = 0; c < C; c++) {
             if (first) {
                 a01[r][c] = a23[r][c] = _mm512_setzero_ps();
@@ -296,19 +320,25 @@ PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, siz
     }
     for (int64_t k = 0; k < n; k += 32) {
         __m512 x0[PK_F16_TR], x1[PK_F16_TR];
+        PK_UNROLL
         for (int r = 0; r < R; r++) {
             x0[r] = pk_load_w(w, f16, r * ws + k);
             x1[r] = pk_load_w(w, f16, r * ws + k + 16);
         }
+        PK_UNROLL
         for (int c = 0; c < C; c++) {
             /* one load per column vector, shared by the rows (not folded into each fma) */
             __m512 y0 = _mm512_loadu_ps(act + c * as + k), y1 = _mm512_loadu_ps(act + c * as + k + 16);
             __asm__("" : "+v"(y0), "+v"(y1));
+            PK_UNROLL
             for (int r = 0; r < R; r++) a01[r][c] = _mm512_fmadd_ps(x0[r], y0, a01[r][c]);
+            PK_UNROLL
             for (int r = 0; r < R; r++) a23[r][c] = _mm512_fmadd_ps(x1[r], y1, a23[r][c]);
         }
     }
+    PK_UNROLL
     for (int c = 0; c < C; c++) {
+        PK_UNROLL
         for (int r = 0; r < R; r++) {
             if (last) {
                 dst[c * ds + r] = pk_f16_reduce(a01[r][c], a23[r][c]);
