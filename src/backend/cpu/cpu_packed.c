@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_packed.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -24,8 +25,9 @@
 
 struct cpu_packed_weight {
     const void *src;     /* w->data when packed */
-    uint8_t *data;       /* anonymous mapping of `size` bytes */
+    uint8_t *data;       /* `size` bytes */
     size_t size;
+    bool owned;          /* data is this copy's own arena (else the caller's memory) */
 };
 
 static const struct pk_kernels *g_kernels;
@@ -52,6 +54,7 @@ struct pk_type {
     size_t q_bytes;
     enum pk_act act;
     int max_cols;          /* the kernel's column tile */
+    bool vec_groups;       /* the kernel takes two groups against one column */
     pk_pack_fn pack;       /* row r's block into the group's block */
 };
 
@@ -98,10 +101,10 @@ static void pk_pack_q6_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
 }
 
 static const struct pk_type *pk_type_get(enum ggml_type type) {
-    static const struct pk_type q4_0 = { 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
-    static const struct pk_type q8_0 = { 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
-    static const struct pk_type q4_K = { 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
-    static const struct pk_type q6_K = { 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
+    static const struct pk_type q4_0 = { 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, true, pk_pack_q4_0 };
+    static const struct pk_type q8_0 = { 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, true, pk_pack_q8_0 };
+    static const struct pk_type q4_K = { 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, false, pk_pack_q4_K };
+    static const struct pk_type q6_K = { 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, false, pk_pack_q6_K };
     switch (type) {
         case GGML_TYPE_Q4_0: return &q4_0;
         case GGML_TYPE_Q8_0: return &q8_0;
@@ -156,32 +159,80 @@ static void pk_pack_group(const struct tensor *w, int64_t g, uint8_t *out) {
 void cpu_repack_release(struct tensor *w) {
     struct cpu_packed_weight *p = w->extra;
     if (!p) return;
-    munmap(p->data, p->size);
+    if (p->owned) munmap(p->data, p->size);
     free(p);
     w->extra = NULL;
 }
 
-bool cpu_repack_weight(struct tensor *w) {
-    const size_t size = cpu_repack_size(w);
-    cpu_repack_release(w);
-    if (size == 0 || !w->data) return true;
-    struct cpu_packed_weight *p = malloc(sizeof *p);
-    void *data = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (!p || data == MAP_FAILED) {
-        free(p);
-        if (data != MAP_FAILED) munmap(data, size);
-        error_set("cannot allocate %zu bytes for the packed copy of '%s'", size, w->name);
-        return false;
-    }
-#ifdef MADV_HUGEPAGE
-    madvise(data, size, MADV_HUGEPAGE); /* fewer TLB misses while streaming; a hint */
-#endif
-    *p = (struct cpu_packed_weight){ .src = w->data, .data = data, .size = size };
+static void pk_pack_all(const struct tensor *w, uint8_t *data) {
     const size_t gb = pk_group_bytes(pk_type_get(w->type), pk_blocks_per_row(w));
     const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
-    for (int64_t g = 0; g < groups; g++) pk_pack_group(w, g, p->data + (size_t)g * gb);
+    for (int64_t g = 0; g < groups; g++) pk_pack_group(w, g, data + (size_t)g * gb);
+}
+
+/* Packs w into data and points w->extra at a new descriptor of it. */
+static bool pk_attach(struct tensor *w, uint8_t *data, size_t size, bool owned) {
+    struct cpu_packed_weight *p = malloc(sizeof *p);
+    if (!p) {
+        error_set("out of memory packing '%s'", w->name);
+        return false;
+    }
+    *p = (struct cpu_packed_weight){ .src = w->data, .data = data, .size = size, .owned = owned };
+    pk_pack_all(w, data);
     w->extra = p;
     return true;
+}
+
+/* Anonymous memory advised for huge pages (fewer TLB misses, and the
+ * hardware prefetchers run on across 4 KiB boundaries while weights stream),
+ * aligned to 2 MiB so that they can be used. */
+#define PK_HUGE_PAGE ((size_t)2 << 20)
+
+void *cpu_packed_arena_new(size_t size) {
+    const size_t span = size + PK_HUGE_PAGE;
+    uint8_t *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        error_set("cannot allocate %zu bytes for packed weights", size);
+        return NULL;
+    }
+    uint8_t *arena = (uint8_t *)(((uintptr_t)base + PK_HUGE_PAGE - 1) & ~(uintptr_t)(PK_HUGE_PAGE - 1));
+    if (arena > base) munmap(base, (size_t)(arena - base));
+    const size_t tail = (size_t)(base + span - (arena + size));
+    if (tail) munmap(arena + size, tail);
+#ifdef MADV_HUGEPAGE
+    madvise(arena, size, MADV_HUGEPAGE); /* a hint */
+#endif
+    return arena;
+}
+
+void cpu_packed_arena_free(void *arena, size_t size) {
+    if (arena) munmap(arena, size);
+}
+
+bool cpu_repack_weight(struct tensor *w) {
+    const size_t size = cpu_repack_size(w);
+    struct cpu_packed_weight *p = w->extra;
+    if (p && p->size == size && w->data) { /* the data changed: pack again in the same memory */
+        p->src = w->data;
+        pk_pack_all(w, p->data);
+        return true;
+    }
+    cpu_repack_release(w);
+    if (size == 0 || !w->data) return true;
+    uint8_t *data = cpu_packed_arena_new(size);
+    if (!data) return false;
+    if (!pk_attach(w, data, size, true)) {
+        cpu_packed_arena_free(data, size);
+        return false;
+    }
+    return true;
+}
+
+bool cpu_repack_weight_at(struct tensor *w, void *mem) {
+    cpu_repack_release(w);
+    const size_t size = cpu_repack_size(w);
+    if (size == 0 || !w->data) return true;
+    return pk_attach(w, mem, size, false);
 }
 
 bool cpu_packed_current(const struct tensor *w) {
@@ -368,16 +419,18 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
             g0 = r0 / PK_ROWS;
             g1 = (r1 + PK_ROWS - 1) / PK_ROWS;
         }
-        for (int64_t g = g0; g < g1; g++) {
-            const int64_t rows_left = w->ne[1] - g * PK_ROWS;
+        /* one column: two groups a call where the kernel takes them */
+        const int64_t step = ncols == 1 && pt->vec_groups ? 2 : 1;
+        for (int64_t g = g0; g < g1; g += step) {
+            const int64_t ng = g1 - g < step ? g1 - g : step, rows_left = w->ne[1] - g * PK_ROWS;
             const uint8_t *group = p->data + (size_t)g * gb;
             for (int64_t tile = t0; tile < t1; tile++) {
                 const int64_t c = tile * pt->max_cols;
                 const struct pk_tile t = {
-                    .hdr = group, .q = group + hb, .nb = nb,
+                    .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng,
                     .act = (const uint8_t *)task->wdata + (size_t)tile * tile_bytes,
                     .ncols = (int)(ncols - c < pt->max_cols ? ncols - c : pt->max_cols),
-                    .nrows = (int)(rows_left < PK_ROWS ? rows_left : PK_ROWS),
+                    .nrows = (int)(rows_left < PK_ROWS * ng ? rows_left : PK_ROWS * ng),
                     .dst = (float *)dst->data + c * dst->ne[0] + g * PK_ROWS, .dst_stride = (size_t)dst->ne[0],
                 };
                 kernel(&t);

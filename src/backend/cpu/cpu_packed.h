@@ -12,9 +12,9 @@
  *
  * Packed weights (Q4_0, Q8_0, Q4_K, Q6_K; on x86-64 with AVX-512 VNNI): rows
  * in groups of 4, each block's 4 rows side by side so that one load feeds
- * vpdpbusd without shuffles (see cpu_packed.c). The packed copy lives in
- * anonymous memory owned by the tensor's `extra`; the file's layout on disk
- * is unchanged. F16 weights need no packing: their rows are read in place.
+ * vpdpbusd without shuffles (see cpu_packed_impl.h). The packed copy lives
+ * in anonymous memory (its own, or a model's arena), described by the
+ * tensor's `extra`; the file's layout on disk is unchanged. F16 weights need no packing: their rows are read in place.
  * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
  * reference path.
  */
@@ -37,7 +37,16 @@ size_t cpu_repack_size(const struct tensor *w);
  * cpu_repack_size). False with error_set() when memory runs out. Packing
  * again after w's data changed (LoRA) replaces the copy. */
 bool cpu_repack_weight(struct tensor *w);
-/* Frees w's packed copy, if any (w->extra = NULL). */
+/* The same into caller memory: `mem` holds cpu_repack_size(w) bytes,
+ * 64-byte aligned, and outlives the copy (packing again after a change of
+ * w's data reuses it). For many weights in one cpu_packed_arena_new. */
+bool cpu_repack_weight_at(struct tensor *w, void *mem);
+/* Anonymous memory for packed weights, aligned to and advised for huge
+ * pages (fewer TLB misses, prefetchers running across 4 KiB boundaries).
+ * NULL with error_set() when it cannot be had. */
+void *cpu_packed_arena_new(size_t size);
+void cpu_packed_arena_free(void *arena, size_t size);
+/* Frees w's packed copy, if any (its own memory; w->extra = NULL). */
 void cpu_repack_release(struct tensor *w);
 /* Whether w's packed copy is current: made from w->data (a weight whose data
  * pointer changed since, e.g. copied by LoRA, is not). */

@@ -75,14 +75,17 @@ struct pk_act_q8k {
 };
 _Static_assert(sizeof(struct pk_act_q8k) % 64 == 0, "pk_act_q8k records are cache-line sized");
 
-/* One call of a quantized micro-kernel: a group's rows x ncols columns. */
+/* One call of a quantized micro-kernel: a group's rows x ncols columns
+ * (with one column, ngroups consecutive groups, group_bytes apart). */
 struct pk_tile {
     const uint8_t *hdr;        /* the group's block headers */
     const uint8_t *q;          /* the group's block quants */
     int64_t nb;                /* blocks per row */
+    size_t group_bytes;
+    int ngroups;               /* 1, or 2 when ncols is 1 */
     const uint8_t *act;        /* the columns' activation tile */
     int ncols;                 /* 1..the kernel's columns per tile */
-    int nrows;                 /* 1..PK_ROWS rows of the group to store */
+    int nrows;                 /* rows to store: 1..PK_ROWS x ngroups */
     float *dst;                /* output of the group's first row, first column */
     size_t dst_stride;         /* floats per column of dst */
 };

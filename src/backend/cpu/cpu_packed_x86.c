@@ -33,7 +33,7 @@
 #define PK_UNROLL _Pragma("GCC unroll 16")
 
 /* How far ahead matrix-vector kernels prefetch their weights. */
-#define PK_PREFETCH_BYTES 2048
+#define PK_PREFETCH_BYTES 16384
 
 /* The 4 rows' float scales (halves at p) spread to the rows' 4 lanes each. */
 PK_FN __m512 pk_row_scales(const void *p) {
@@ -45,7 +45,10 @@ PK_FN __m512 pk_row_scales(const void *p) {
 /* Matrix-vector kernels stream their weights from memory once: each block
  * asks for the lines PK_PREFETCH_BYTES ahead of its own. */
 PK_FN void pk_prefetch(const uint8_t *block, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) _mm_prefetch((const char *)block + o + PK_PREFETCH_BYTES, _MM_HINT_T0);
+    for (size_t o = 0; o < bytes; o += 64) {
+        _mm_prefetch((const char *)block + o + PK_PREFETCH_BYTES, _MM_HINT_T1);
+        _mm_prefetch((const char *)block + o + 2048, _MM_HINT_T0);
+    }
 }
 
 PK_FN __m512i pk_bcast128(const void *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
@@ -75,7 +78,6 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
     PK_UNROLL
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        if (C == 1) pk_prefetch(t->q + qbytes * i, qbytes);
         __m512i lo, hi;
         if (q4) {
             const __m512i q = _mm512_loadu_si512(t->q + qbytes * i), m4 = _mm512_set1_epi8(0x0F);
@@ -100,6 +102,46 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
     for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
 }
 
+/* Matrix-vector: G groups (G x 4 rows, consecutive in memory) against one
+ * column, the column's loads shared; each group's outputs follow the same
+ * operations as in pk_q8fam_tile. More independent rows in flight keep
+ * more of the weights' stream moving. */
+PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const bool q4) {
+    const int64_t nb = t->nb;
+    const size_t qbytes = q4 ? 64 : 128;
+    __m512 acc_lo[2], acc_hi[2];
+    PK_UNROLL
+    for (int g = 0; g < G; g++) acc_lo[g] = acc_hi[g] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8;
+        const __m512i ylo = pk_bcast128(a->qs), yhi = pk_bcast128(a->qs + 16);
+        const __m512i clo = pk_bcast128(a->corr), chi = pk_bcast128(a->corr + 4);
+        const __m512 dy = _mm512_set1_ps(a->d);
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
+            pk_prefetch(q, qbytes);
+            __m512i lo, hi;
+            if (q4) {
+                const __m512i z = _mm512_loadu_si512(q), m4 = _mm512_set1_epi8(0x0F);
+                lo = _mm512_and_si512(z, m4);
+                hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+            } else {
+                lo = _mm512_loadu_si512(q);
+                hi = _mm512_loadu_si512(q + 64);
+            }
+            const __m512 d = _mm512_mul_ps(pk_row_scales(t->hdr + g * t->group_bytes + 8 * i), dy);
+            acc_lo[g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(clo, lo, ylo)), acc_lo[g]);
+            acc_hi[g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(chi, hi, yhi)), acc_hi[g]);
+        }
+    }
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
+        pk_store_rows(acc_lo[g], acc_hi[g], acc_lo[g], t->dst + PK_ROWS * g, nrows, false);
+    }
+}
+
 #define PK_DISPATCH_8(body)                   \
     switch (t->ncols) {                       \
         case 1: body(1); break;               \
@@ -120,12 +162,22 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
     }
 
 PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) {
+    if (t->ncols == 1) {
+        if (t->ngroups == 2) pk_q8fam_vec(t, 2, true);
+        else pk_q8fam_vec(t, 1, true);
+        return;
+    }
 #define PK_Q4_0(C) pk_q8fam_tile(t, C, true)
     PK_DISPATCH_8(PK_Q4_0)
 #undef PK_Q4_0
 }
 
 PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) {
+    if (t->ncols == 1) {
+        if (t->ngroups == 2) pk_q8fam_vec(t, 2, false);
+        else pk_q8fam_vec(t, 1, false);
+        return;
+    }
 #define PK_Q8_0(C) pk_q8fam_tile(t, C, false)
     PK_DISPATCH_8(PK_Q8_0)
 #undef PK_Q8_0
@@ -322,6 +374,7 @@ PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, siz
         __m512 x0[PK_F16_TR], x1[PK_F16_TR];
         PK_UNROLL
         for (int r = 0; r < R; r++) {
+            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64); /* read in place: streaming */
             x0[r] = pk_load_w(w, f16, r * ws + k);
             x1[r] = pk_load_w(w, f16, r * ws + k + 16);
         }
