@@ -54,7 +54,6 @@ struct pk_type {
     size_t q_bytes;
     enum pk_act act;
     int max_cols;          /* the kernel's column tile */
-    bool vec_groups;       /* the kernel takes two groups against one column */
     pk_pack_fn pack;       /* row r's block into the group's block */
 };
 
@@ -101,10 +100,10 @@ static void pk_pack_q6_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
 }
 
 static const struct pk_type *pk_type_get(enum ggml_type type) {
-    static const struct pk_type q4_0 = { 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, true, pk_pack_q4_0 };
-    static const struct pk_type q8_0 = { 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, true, pk_pack_q8_0 };
-    static const struct pk_type q4_K = { 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, false, pk_pack_q4_K };
-    static const struct pk_type q6_K = { 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, false, pk_pack_q6_K };
+    static const struct pk_type q4_0 = { 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
+    static const struct pk_type q8_0 = { 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
+    static const struct pk_type q4_K = { 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
+    static const struct pk_type q6_K = { 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
     switch (type) {
         case GGML_TYPE_Q4_0: return &q4_0;
         case GGML_TYPE_Q8_0: return &q8_0;
@@ -419,8 +418,8 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
             g0 = r0 / PK_ROWS;
             g1 = (r1 + PK_ROWS - 1) / PK_ROWS;
         }
-        /* one column: two groups a call where the kernel takes them */
-        const int64_t step = ncols == 1 && pt->vec_groups ? 2 : 1;
+        /* one column: two groups a call (more rows in flight while the weights stream) */
+        const int64_t step = ncols == 1 ? 2 : 1;
         for (int64_t g = g0; g < g1; g += step) {
             const int64_t ng = g1 - g < step ? g1 - g : step, rows_left = w->ne[1] - g * PK_ROWS;
             const uint8_t *group = p->data + (size_t)g * gb;

@@ -211,120 +211,157 @@ PK_FN __m512i pk_scale_words_i8(const uint8_t *p) {
 
 PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16(u, pk_bcast128(y)); }
 
+/* The k-quant tiles take G groups x C columns (G C <= PK_COLS_K): C columns
+ * for prompts, or with one column G = 2 groups, more rows in flight while
+ * the weights stream. Accumulator gc = g C + c; group g's rows at
+ * t->hdr/q + g group_bytes, its outputs at dst + 4 g. */
+#define PK_GC(g, c) ((g) * C + (c))
+
 /* Q4_K: lanes from the 8 per-32 scales, and the mins: per row 4 lanes
  * mn[2k] (bs[4k] + bs[4k+1]) + mn[2k+1] (bs[4k+2] + bs[4k+3]) fused with
  * -d_y dmin into their own accumulator, added after the lanes' reduction. */
-PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C) {
+PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
     PK_UNROLL
-    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = acc_m[c] = _mm512_setzero_ps();
+    for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = acc_m[gc] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     for (int64_t i = 0; i < t->nb; i++) {
-        const uint8_t *hdr = t->hdr + 80 * i, *q = t->q + 512 * i;
-        if (C == 1) pk_prefetch(q, 512);
-        __m512i l0[PK_COLS_K], l1[PK_COLS_K];
         PK_UNROLL
-        for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
-        PK_UNROLL
-        for (int j = 0; j < 4; j++) {
-            const __m512i s_lo = pk_scale_words_u8(hdr + 16 + 8 * j), s_hi = pk_scale_words_u8(hdr + 20 + 8 * j);
+        for (int g = 0; g < G; g++) {
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 80 * i, *q = t->q + g * t->group_bytes + 512 * i;
+            if (C == 1) pk_prefetch(q, 512);
+            __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
-            for (int h = 0; h < 2; h++) {
-                const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
-                const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+            for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+            PK_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m512i s_lo = pk_scale_words_u8(hdr + 16 + 8 * j), s_hi = pk_scale_words_u8(hdr + 20 + 8 * j);
                 PK_UNROLL
-                for (int c = 0; c < C; c++) {
-                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-                    __m512i *l = h ? &l1[c] : &l0[c];
-                    *l = _mm512_dpwssd_epi32(*l, pk_pairs(lo, a->qs + 64 * j + 16 * h), s_lo);
-                    *l = _mm512_dpwssd_epi32(*l, pk_pairs(hi, a->qs + 64 * j + 32 + 16 * h), s_hi);
+                for (int h = 0; h < 2; h++) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
+                    const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                    PK_UNROLL
+                    for (int c = 0; c < C; c++) {
+                        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                        __m512i *l = h ? &l1[c] : &l0[c];
+                        *l = _mm512_dpwssd_epi32(*l, pk_pairs(lo, a->qs + 64 * j + 16 * h), s_lo);
+                        *l = _mm512_dpwssd_epi32(*l, pk_pairs(hi, a->qs + 64 * j + 32 + 16 * h), s_hi);
+                    }
                 }
             }
-        }
-        const __m512 dx = pk_row_scales(hdr), dmx = pk_row_scales(hdr + 8);
-        const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 48)));
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-            const __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
-            acc_m[c] = _mm512_fmadd_ps(_mm512_mul_ps(dmx, _mm512_set1_ps(-a->d)), _mm512_cvtepi32_ps(m), acc_m[c]);
-            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
-            acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[c]);
-            acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
+            const __m512 dx = pk_row_scales(hdr), dmx = pk_row_scales(hdr + 8);
+            const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 48)));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                const __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
+                acc_m[PK_GC(g, c)] = _mm512_fmadd_ps(_mm512_mul_ps(dmx, _mm512_set1_ps(-a->d)), _mm512_cvtepi32_ps(m),
+                                                     acc_m[PK_GC(g, c)]);
+                const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+                acc_lo[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[PK_GC(g, c)]);
+                acc_hi[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[PK_GC(g, c)]);
+            }
         }
     }
     PK_UNROLL
-    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_m[c], t->dst + c * t->dst_stride, t->nrows, true);
-}
-
-PK_KERNEL void pk_q4_K_tile(const struct pk_tile *t) {
-#define PK_Q4_K(C) pk_q4_K_tile_c(t, C)
-    PK_DISPATCH_4(PK_Q4_K)
-#undef PK_Q4_K
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            pk_store_rows(acc_lo[PK_GC(g, c)], acc_hi[PK_GC(g, c)], acc_m[PK_GC(g, c)],
+                          t->dst + c * t->dst_stride + PK_ROWS * g, nrows, true);
+        }
+    }
 }
 
 /* Q6_K: quants 0..63 (the -32 offset comes back through the activations'
  * corr6 sums, weighted by the same scales), signed scale per 16. */
-PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C) {
+PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K];
     PK_UNROLL
-    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
+    for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     for (int64_t i = 0; i < t->nb; i++) {
-        const uint8_t *hdr = t->hdr + 72 * i, *q = t->q + 768 * i;
-        if (C == 1) pk_prefetch(q, 768);
-        __m512i l0[PK_COLS_K], l1[PK_COLS_K];
         PK_UNROLL
-        for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
-        PK_UNROLL
-        for (int n = 0; n < 2; n++) {
+        for (int g = 0; g < G; g++) {
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 72 * i, *q = t->q + g * t->group_bytes + 768 * i;
+            if (C == 1) pk_prefetch(q, 768);
+            __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
-            for (int h = 0; h < 2; h++) {
-                const uint8_t *z = q + 192 * (2 * n + h);
-                const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
-                const __m512i qh = _mm512_loadu_si512(z + 128);
-                /* (a & 0x0F) | (b & 0x30): vpternlogd with the 0x0F mask, b masked first */
-                const __m512i u[4] = {
-                    _mm512_ternarylogic_epi32(n02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xEC),
-                    _mm512_ternarylogic_epi32(n13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xEC),
-                    _mm512_ternarylogic_epi32(_mm512_srli_epi16(n02, 4), _mm512_and_si512(qh, m30), m4, 0xEC),
-                    _mm512_ternarylogic_epi32(_mm512_srli_epi16(n13, 4), _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30),
-                                              m4, 0xEC),
-                };
-                __m512i s[4];
+            for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+            PK_UNROLL
+            for (int n = 0; n < 2; n++) {
                 PK_UNROLL
-                for (int k = 0; k < 4; k++) s[k] = pk_scale_words_i8(hdr + 8 + 4 * (2 * (4 * n + k) + h));
-                const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
-                const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
-                PK_UNROLL
-                for (int c = 0; c < C; c++) {
-                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-                    __m512i l = h ? l1[c] : l0[c];
+                for (int h = 0; h < 2; h++) {
+                    const uint8_t *z = q + 192 * (2 * n + h);
+                    const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
+                    const __m512i qh = _mm512_loadu_si512(z + 128);
+                    /* (a & 0x0F) | (b & 0x30): vpternlogd with the 0x0F mask, b masked first */
+                    const __m512i u[4] = {
+                        _mm512_ternarylogic_epi32(n02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xEC),
+                        _mm512_ternarylogic_epi32(n13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xEC),
+                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(n02, 4), _mm512_and_si512(qh, m30), m4, 0xEC),
+                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(n13, 4),
+                                                  _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m4, 0xEC),
+                    };
+                    __m512i s[4];
                     PK_UNROLL
-                    for (int k = 0; k < 4; k++) {
-                        l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
+                    for (int k = 0; k < 4; k++) s[k] = pk_scale_words_i8(hdr + 8 + 4 * (2 * (4 * n + k) + h));
+                    const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
+                    const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
+                    PK_UNROLL
+                    for (int c = 0; c < C; c++) {
+                        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                        __m512i l = h ? l1[c] : l0[c];
+                        PK_UNROLL
+                        for (int k = 0; k < 4; k++) {
+                            l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
+                        }
+                        l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
+                        l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
+                        if (h) l1[c] = l; else l0[c] = l;
                     }
-                    l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
-                    l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
-                    if (h) l1[c] = l; else l0[c] = l;
                 }
             }
-        }
-        const __m512 dx = pk_row_scales(hdr);
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
-            acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[c]);
-            acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
+            const __m512 dx = pk_row_scales(hdr);
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+                acc_lo[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[PK_GC(g, c)]);
+                acc_hi[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[PK_GC(g, c)]);
+            }
         }
     }
     PK_UNROLL
-    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            pk_store_rows(acc_lo[PK_GC(g, c)], acc_hi[PK_GC(g, c)], acc_lo[PK_GC(g, c)],
+                          t->dst + c * t->dst_stride + PK_ROWS * g, nrows, false);
+        }
+    }
+}
+
+#undef PK_GC
+
+PK_KERNEL void pk_q4_K_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_q4_K_tile_gc(t, 2, 1);
+        return;
+    }
+#define PK_Q4_K(C) pk_q4_K_tile_gc(t, 1, C)
+    PK_DISPATCH_4(PK_Q4_K)
+#undef PK_Q4_K
 }
 
 PK_KERNEL void pk_q6_K_tile(const struct pk_tile *t) {
-#define PK_Q6_K(C) pk_q6_K_tile_c(t, C)
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_q6_K_tile_gc(t, 2, 1);
+        return;
+    }
+#define PK_Q6_K(C) pk_q6_K_tile_gc(t, 1, C)
     PK_DISPATCH_4(PK_Q6_K)
 #undef PK_Q6_K
 }
