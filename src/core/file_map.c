@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -92,6 +93,14 @@ void file_map_close(struct file_map *fm) {
         }
     }
     memset(fm, 0, sizeof *fm);
+}
+
+bool file_map_release_pages(const struct file_map *fm, const void *p, size_t n) {
+    if (!fm->mapped || fm->locked || n == 0) return false;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t begin = ((uintptr_t)p + page - 1) & ~(page - 1), end = ((uintptr_t)p + n) & ~(page - 1);
+    if (end <= begin) return false;
+    return madvise((void *)begin, end - begin, MADV_DONTNEED) == 0;
 }
 
 bool file_map_mmap_supported(void) { return true; }

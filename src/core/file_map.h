@@ -21,6 +21,11 @@ bool file_map_open(struct file_map *fm, const char *path, bool use_mmap);
 /* Pins the pages in RAM; logs a warning and returns false if not permitted. */
 bool file_map_lock(struct file_map *fm);
 void file_map_close(struct file_map *fm);
+/* For a mapped, unlocked file: drops the whole pages inside [p, p + n) from
+ * this process's resident set (the page cache keeps them; a later read
+ * maps them again). For data the process has copied elsewhere. True when
+ * the pages were released. */
+bool file_map_release_pages(const struct file_map *fm, const void *p, size_t n);
 
 bool file_map_mmap_supported(void);
 bool file_map_mlock_supported(void);

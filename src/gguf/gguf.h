@@ -89,6 +89,10 @@ const void *gguf_file_data(const struct gguf_reader *r); /* the whole file's byt
 size_t gguf_file_size(const struct gguf_reader *r);
 /* Pins the file's pages in RAM (mapped files); false with a warning if refused. */
 bool gguf_lock(struct gguf_reader *r);
+/* Drops the pages of [p, p + n) (inside the file's data) from the process's
+ * resident set when the file is mapped and not locked (file_map_release_pages):
+ * for tensor data the caller has copied elsewhere. True if released. */
+bool gguf_release_pages(const struct gguf_reader *r, const void *p, size_t n);
 
 /* Metadata, in file order. Index functions take 0 <= i < gguf_n_kv(). */
 int64_t gguf_n_kv(const struct gguf_reader *r);

@@ -570,6 +570,10 @@ bool gguf_lock(struct gguf_reader *r) {
     return file_map_lock(&r->fm);
 }
 
+bool gguf_release_pages(const struct gguf_reader *r, const void *p, size_t n) {
+    return file_map_release_pages(&r->fm, p, n);
+}
+
 /* ---- metadata queries ------------------------------------------------------ */
 
 static const struct gguf_kv *kv_at(const struct gguf_reader *r, int64_t i) {

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_compute.h"
+#include "backend/cpu/cpu_packed.h"
 #include "core/checked.h"
 #include "core/file_map.h"
 #include "core/log.h"
@@ -264,6 +265,8 @@ int lora_apply(struct llama_model *model, const char *lora_path, float scale, co
             for (int64_t c = 0; c < w->ne[0]; c++) row[c] += scaling * d[c];
             dt->from_float(row, (uint8_t *)w->data + r * w->nb[1], w->ne[0]);
         }
+        /* a packed copy of the weight (cpu_packed.h) must follow the change */
+        if (w->extra && !cpu_repack_weight(w)) goto done;
     }
     status = 0;
 done:

@@ -113,6 +113,10 @@ struct llama_model {
     int64_t t_load_us;
     int64_t t_start_us;
 
+    /* the packed copies of the mul_mat weights (backend/cpu/cpu_packed.h), one arena */
+    void *packed;
+    size_t packed_size;
+
     /* weights a LoRA adapter changed, copied out of the (read-only) file */
     void **lora_buffers;
     size_t n_lora_buffers;

@@ -5,11 +5,15 @@
  */
 #include "model.h"
 
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/cpu_packed.h"
+#include "core/cpu_features.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "gguf/gguf.h"
@@ -461,6 +465,103 @@ static bool load_llama_weights(struct weight_loader *wl) {
     return true;
 }
 
+/* Packing shared by threads: each takes the next weight in the list. */
+struct pack_job {
+    struct llama_model *model;
+    struct tensor **list;
+    size_t *offset;      /* of each weight's copy in model->packed */
+    int n;
+    atomic_int next;
+    atomic_bool failed;
+    char error[256];     /* the first failure's message */
+    pthread_mutex_t lock;
+};
+
+static void *pack_worker(void *arg) {
+    struct pack_job *job = arg;
+    for (int i = atomic_fetch_add(&job->next, 1); i < job->n && !atomic_load(&job->failed);
+         i = atomic_fetch_add(&job->next, 1)) {
+        struct tensor *t = job->list[i];
+        if (!cpu_repack_weight_at(t, (char *)job->model->packed + job->offset[i])) {
+            pthread_mutex_lock(&job->lock);
+            if (!atomic_exchange(&job->failed, true)) snprintf(job->error, sizeof job->error, "%s", error_last());
+            pthread_mutex_unlock(&job->lock);
+            break;
+        }
+        gguf_release_pages(job->model->gguf, t->data, tensor_nbytes(t));
+    }
+    return NULL;
+}
+
+/* The matrices the graph multiplies by with mul_mat get the CPU backend's
+ * packed copy where it has one (cpu_packed.h), all in one arena, and their
+ * pages of the mapped file leave the resident set, so the copies replace
+ * them rather than adding to them (each weight's pages go as soon as it is
+ * packed, so the peak is the copies plus one weight). Not packed: the
+ * experts (mul_mat_id reads them in place), an output tied to the token
+ * embeddings (get_rows reads those pages), and anything when the file is
+ * read into memory or locked there (a copy would then double the memory).
+ * One thread per core. */
+static bool pack_weights(struct llama_model *model, const struct llama_model_params *params) {
+    if (!params->use_mmap || params->use_mlock) return true;
+    enum { N_PER_LAYER = 7 };
+    const uint32_t n_layer = model->hparams.n_layer;
+    const size_t cap = (size_t)n_layer * N_PER_LAYER + 1;
+    struct pack_job job = { .model = model };
+    job.list = calloc(cap, sizeof *job.list);
+    job.offset = calloc(cap, sizeof *job.offset);
+    if (!job.list || !job.offset) {
+        free(job.list);
+        free(job.offset);
+        error_set("out of memory packing the weights");
+        return false;
+    }
+    size_t total = 0;
+    for (uint32_t i = 0; i <= n_layer; i++) {
+        struct tensor *mats[N_PER_LAYER] = { 0 };
+        if (i == n_layer) {
+            if (model->output != model->tok_embd) mats[0] = model->output;
+        } else {
+            const struct llama_layer *l = &model->layers[i];
+            struct tensor *m[N_PER_LAYER] = { l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_down, l->ffn_up };
+            memcpy(mats, m, sizeof m);
+        }
+        for (int j = 0; j < N_PER_LAYER; j++) {
+            const size_t size = mats[j] ? cpu_repack_size(mats[j]) : 0;
+            if (size == 0) continue;
+            job.list[job.n] = mats[j];
+            job.offset[job.n++] = total;
+            total += size;   /* a multiple of 64 */
+        }
+    }
+    bool ok = true;
+    if (job.n > 0) {
+        model->packed = cpu_packed_arena_new(total);
+        model->packed_size = total;
+        ok = model->packed != NULL;
+    }
+    if (ok && job.n > 0) {
+        pthread_mutex_init(&job.lock, NULL);
+        enum { MAX_PACK_THREADS = 16 };
+        pthread_t threads[MAX_PACK_THREADS];
+        int n_threads = cpu_physical_cores();
+        if (n_threads > MAX_PACK_THREADS) n_threads = MAX_PACK_THREADS;
+        if (n_threads > job.n) n_threads = job.n;
+        int started = 0;
+        while (started + 1 < n_threads && pthread_create(&threads[started], NULL, pack_worker, &job) == 0) started++;
+        pack_worker(&job);
+        for (int i = 0; i < started; i++) pthread_join(threads[i], NULL);
+        pthread_mutex_destroy(&job.lock);
+        if (atomic_load(&job.failed)) {
+            error_set("%s", job.error);
+            ok = false;
+        }
+    }
+    free(job.list);
+    free(job.offset);
+    return ok;
+}
+
 static bool load_weights(struct llama_model *model, const struct llama_model_params *params) {
     const struct gguf_reader *g = model->gguf;
     int64_t n_tensors = gguf_n_tensors(g);
@@ -477,7 +578,7 @@ static bool load_weights(struct llama_model *model, const struct llama_model_par
         free(wl.used);
         return false;
     }
-    bool ok = load_llama_weights(&wl);
+    bool ok = load_llama_weights(&wl) && pack_weights(model, params);
     free(wl.used);
     return ok;
 }
@@ -510,6 +611,12 @@ void model_free(struct llama_model *model) {
     vocab_free(model->vocab);
     for (size_t i = 0; i < model->n_lora_buffers; i++) free(model->lora_buffers[i]);
     free(model->lora_buffers);
+    if (model->weights_ctx) {
+        for (struct tensor *t = tensor_ctx_first(model->weights_ctx); t; t = tensor_ctx_next(model->weights_ctx, t)) {
+            cpu_repack_release(t);
+        }
+    }
+    cpu_packed_arena_free(model->packed, model->packed_size);
     tensor_ctx_free(model->weights_ctx);
     free(model->layers);
     gguf_close(model->gguf);

@@ -1,10 +1,6 @@
 /*
- * Internal to src/quant/: the block layouts of every quantized type and the
- * scalar row functions that type_traits.c assembles into the trait table.
- *
- * The structs are the on-disk contract: byte for byte ggml b1892's block_*
- * structs (little-endian; halves stored as IEEE binary16 bits). The sizes are
- * checked at compile time below.
+ * Internal to src/quant/: the scalar row functions that type_traits.c
+ * assembles into the trait table (block layouts: quant_blocks.h).
  *
  * Row functions take `n` elements, a multiple of the type's block size.
  */
@@ -19,84 +15,7 @@
 
 #include "core/fp16.h"
 #include "ggml.h"
-
-#define QK4_0 32
-#define QK4_1 32
-#define QK5_0 32
-#define QK5_1 32
-#define QK8_0 32
-#define QK8_1 32
-#define QK_K 256
-#define K_SCALE_SIZE 12
-
-typedef struct { fp16_t d; uint8_t qs[QK4_0 / 2]; } block_q4_0;
-typedef struct { fp16_t d; fp16_t m; uint8_t qs[QK4_1 / 2]; } block_q4_1;
-typedef struct { fp16_t d; uint8_t qh[4]; uint8_t qs[QK5_0 / 2]; } block_q5_0;
-typedef struct { fp16_t d; fp16_t m; uint8_t qh[4]; uint8_t qs[QK5_1 / 2]; } block_q5_1;
-typedef struct { fp16_t d; int8_t qs[QK8_0]; } block_q8_0;
-typedef struct { float d; float s; int8_t qs[QK8_1]; } block_q8_1;   /* s = d * sum(qs) */
-
-/* Super-blocks of 256. */
-typedef struct {
-    uint8_t scales[QK_K / 16];  /* low nibble scale, high nibble min, per 16 */
-    uint8_t qs[QK_K / 4];       /* 2-bit quants */
-    fp16_t d;                   /* scale of the scales */
-    fp16_t dmin;                /* scale of the mins */
-} block_q2_K;
-typedef struct {
-    uint8_t hmask[QK_K / 8];    /* high bit of each quant */
-    uint8_t qs[QK_K / 4];       /* low 2 bits */
-    uint8_t scales[12];         /* 16 six-bit scales */
-    fp16_t d;
-} block_q3_K;
-typedef struct {
-    fp16_t d;
-    fp16_t dmin;
-    uint8_t scales[K_SCALE_SIZE]; /* 8 six-bit scales and 8 six-bit mins */
-    uint8_t qs[QK_K / 2];
-} block_q4_K;
-typedef struct {
-    fp16_t d;
-    fp16_t dmin;
-    uint8_t scales[K_SCALE_SIZE];
-    uint8_t qh[QK_K / 8];       /* fifth bit */
-    uint8_t qs[QK_K / 2];       /* low 4 bits */
-} block_q5_K;
-typedef struct {
-    uint8_t ql[QK_K / 2];       /* low 4 bits */
-    uint8_t qh[QK_K / 4];       /* high 2 bits */
-    int8_t scales[QK_K / 16];   /* 8-bit scales per 16 */
-    fp16_t d;
-} block_q6_K;
-typedef struct {
-    float d;
-    int8_t qs[QK_K];
-    int16_t bsums[QK_K / 16];   /* sum of each 16 quants */
-} block_q8_K;
-typedef struct {
-    fp16_t d;
-    uint16_t qs[QK_K / 8];      /* per 32: 4 grid bytes, then 4x7 sign bits + 4-bit scale */
-} block_iq2_xxs;
-typedef struct {
-    fp16_t d;
-    uint16_t qs[QK_K / 8];      /* 9-bit grid index + 7 sign bits per 8 values */
-    uint8_t scales[QK_K / 32];  /* two 4-bit scales per 32 */
-} block_iq2_xs;
-
-_Static_assert(sizeof(block_q4_0) == 18, "block_q4_0 layout");
-_Static_assert(sizeof(block_q4_1) == 20, "block_q4_1 layout");
-_Static_assert(sizeof(block_q5_0) == 22, "block_q5_0 layout");
-_Static_assert(sizeof(block_q5_1) == 24, "block_q5_1 layout");
-_Static_assert(sizeof(block_q8_0) == 34, "block_q8_0 layout");
-_Static_assert(sizeof(block_q8_1) == 40, "block_q8_1 layout");
-_Static_assert(sizeof(block_q2_K) == 84, "block_q2_K layout");
-_Static_assert(sizeof(block_q3_K) == 110, "block_q3_K layout");
-_Static_assert(sizeof(block_q4_K) == 144, "block_q4_K layout");
-_Static_assert(sizeof(block_q5_K) == 176, "block_q5_K layout");
-_Static_assert(sizeof(block_q6_K) == 210, "block_q6_K layout");
-_Static_assert(sizeof(block_q8_K) == 292, "block_q8_K layout");
-_Static_assert(sizeof(block_iq2_xxs) == 66, "block_iq2_xxs layout");
-_Static_assert(sizeof(block_iq2_xs) == 74, "block_iq2_xs layout");
+#include "quant_blocks.h"
 
 /*
  * Rounding is part of the format contract here: the quantizers reproduce the
@@ -123,6 +42,14 @@ static inline int quant_nearest_int(float f) { return quant_int_of_biased(f + 12
 /* nearest_int(a * b) with the product not rounded first (fused, as b1892's build). */
 static inline int quant_nearest_int_fma(float a, float b) { return quant_int_of_biased(fmaf(a, b, 12582912.f)); }
 
+/* ---- SIMD variants by instruction set (quant_simd.h): quant_x86.c, quant_neon.c -- */
+struct quant_kernels;
+enum quant_isa;
+bool quant_x86_isa_supported(enum quant_isa isa);
+struct quant_kernels quant_x86_isa_kernels(enum quant_isa isa, enum ggml_type type);
+bool quant_neon_isa_supported(void);
+struct quant_kernels quant_neon_kernels(enum ggml_type type);
+
 /* ---- F32, F16 (quant_float.c) ---------------------------------------------- */
 void quant_f32_copy(const void *src, float *dst, int64_t n);
 void quant_f32_from_float(const float *src, void *dst, int64_t n);
@@ -130,6 +57,14 @@ void quant_f32_dot(int64_t n, float *s, const void *x, const void *y);
 void quant_f16_to_float(const void *src, float *dst, int64_t n);
 void quant_f16_from_float(const float *src, void *dst, int64_t n);
 void quant_f16_dot(int64_t n, float *s, const void *x, const void *y);
+/* The F32/F16 dot products' accumulators: acc[j][l] collects the products of
+ * elements 32i + 8j + l (fused); the finish reduces them in b1892's order and
+ * adds the n % 32 leftovers as b1892 does. SIMD variants fill acc and call
+ * these, so only the accumulation is theirs. */
+#define QUANT_DOT_LANES 8
+#define QUANT_DOT_STEP (4 * QUANT_DOT_LANES)
+float quant_f32_dot_finish(const float acc[4][QUANT_DOT_LANES], const float *x, const float *y, int64_t n);
+float quant_f16_dot_finish(const float acc[4][QUANT_DOT_LANES], const fp16_t *x, const fp16_t *y, int64_t n);
 
 /* ---- 32-element blocks (quant_legacy.c) ------------------------------------ */
 void quant_q4_0_quantize_ref(const float *x, void *y, int64_t n);

@@ -287,15 +287,6 @@ static void set_scales_mins_k4(const uint8_t *ls, const uint8_t *lm, uint8_t *sc
     }
 }
 
-/* The 16 six-bit scales of a Q3_K block (0..63, bias 32 not removed). */
-static void q3_K_unpack_scales(const uint8_t *in, int8_t *out) {
-    for (int j = 0; j < QK_K / 16; j++) {
-        const int low = j < 8 ? in[j] & 0xF : in[j - 8] >> 4;
-        const int high = (in[8 + j % 4] >> (2 * (j / 4))) & 3;
-        out[j] = (int8_t)(low | (high << 4));
-    }
-}
-
 static void q3_K_pack_scales(const int *l6, uint8_t *scales) {
     memset(scales, 0, 12);
     for (int j = 0; j < QK_K / 16; j++) {
@@ -456,7 +447,7 @@ void quant_q2_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
  * bits. Sub-blocks whose stored scale is zero keep the quants of the search. */
 static void q3_K_finish(const float *x, block_q3_K *y, int8_t *L) {
     int8_t sc[QK_K / 16];
-    q3_K_unpack_scales(y->scales, sc);
+    quant_q3_K_scales(y->scales, sc);
     for (int j = 0; j < QK_K / 16; j++) {
         const float d = fp16_to_fp32(y->d) * (sc[j] - 32);
         if (!d) continue;
@@ -540,7 +531,7 @@ void quant_q3_K_dequantize(const void *vx, float *y, int64_t n) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         const float d_all = fp16_to_fp32(x[i].d);
         int8_t scales[QK_K / 16];
-        q3_K_unpack_scales(x[i].scales, scales);
+        quant_q3_K_scales(x[i].scales, scales);
         const uint8_t *q = x[i].qs;
         const uint8_t *hm = x[i].hmask;
         uint8_t m = 1;
@@ -576,7 +567,7 @@ void quant_q3_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     for (int64_t i = 0; i < n / QK_K; i++) {
         int8_t a[QK_K], sc[QK_K / 16];
         q3_K_unpack_quants(&x[i], a);
-        q3_K_unpack_scales(x[i].scales, sc);
+        quant_q3_K_scales(x[i].scales, sc);
         int32_t scales[QK_K / 16];
         for (int j = 0; j < QK_K / 16; j++) scales[j] = sc[j] - 32;
         int32_t lanes[QUANT_LANES] = { 0 };

@@ -4,6 +4,7 @@
 
 #include "core/checked.h"
 #include "quant_impl.h"
+#include "quant_simd.h"
 
 /* Block sizes and byte sizes are the on-disk contract (ggml's block structs);
  * the functions are the scalar definitions. */
@@ -107,13 +108,57 @@ static const struct type_traits g_scalar[GGML_TYPE_COUNT] = {
     [GGML_TYPE_I32] = { .name = "i32", .blck_size = 1, .type_size = 4 },
 };
 
-/* The engine's table: the scalar one, then (in a later change) SIMD variants
- * picked from cpu_features_get() unless LLAMAC_SIMD=scalar. */
+/* The engine's table: the scalar one with the functions of the best SIMD set
+ * this CPU has put in (none under LLAMAC_SIMD=scalar). */
 static struct type_traits g_active[GGML_TYPE_COUNT];
+static enum quant_isa g_active_isa;
 static pthread_once_t g_active_once = PTHREAD_ONCE_INIT;
+
+static const char *const k_isa_names[QUANT_ISA_COUNT] = {
+    [QUANT_ISA_SCALAR] = "scalar", [QUANT_ISA_AVX2] = "avx2", [QUANT_ISA_AVX_VNNI] = "avxvnni",
+    [QUANT_ISA_AVX512_VNNI] = "avx512vnni", [QUANT_ISA_NEON] = "neon",
+};
+
+const char *quant_isa_name(enum quant_isa isa) {
+    return (int)isa >= 0 && isa < QUANT_ISA_COUNT ? k_isa_names[isa] : "?";
+}
+
+bool quant_isa_supported(enum quant_isa isa) {
+    switch (isa) {
+        case QUANT_ISA_SCALAR: return true;
+        case QUANT_ISA_NEON: return quant_neon_isa_supported();
+        default: return quant_x86_isa_supported(isa);
+    }
+}
+
+struct quant_kernels quant_isa_kernels(enum quant_isa isa, enum ggml_type type) {
+    switch (isa) {
+        case QUANT_ISA_SCALAR: return (struct quant_kernels){ 0 };
+        case QUANT_ISA_NEON: return quant_neon_kernels(type);
+        default: return quant_x86_isa_kernels(isa, type);
+    }
+}
 
 static void active_init(void) {
     memcpy(g_active, g_scalar, sizeof g_active);
+    g_active_isa = QUANT_ISA_SCALAR;
+    for (int isa = QUANT_ISA_COUNT - 1; isa > QUANT_ISA_SCALAR; isa--) {
+        if (quant_isa_supported((enum quant_isa)isa)) {
+            g_active_isa = (enum quant_isa)isa;
+            break;
+        }
+    }
+    for (int t = 0; t < GGML_TYPE_COUNT; t++) {
+        const struct quant_kernels k = quant_isa_kernels(g_active_isa, (enum ggml_type)t);
+        if (k.vec_dot) g_active[t].vec_dot = k.vec_dot;
+        if (k.from_float) g_active[t].from_float = k.from_float;
+        if (k.to_float) g_active[t].to_float = k.to_float;
+    }
+}
+
+enum quant_isa quant_isa_active(void) {
+    pthread_once(&g_active_once, active_init);
+    return g_active_isa;
 }
 
 bool type_is_valid(int type) {

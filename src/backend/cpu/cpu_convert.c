@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_vec.h"
 #include "core/fp16.h"
 #include "quant/quant.h"
 
@@ -28,6 +29,10 @@ void cpu_row_to_float(enum ggml_type type, const void *src, size_t stride, float
             for (int64_t i = 0; i < ne; i++) memcpy(&dst[i], p + i * stride, sizeof(float));
             return;
         case GGML_TYPE_F16:
+            if (stride == sizeof(fp16_t)) {
+                type_traits_get(type)->to_float(src, dst, ne);
+                return;
+            }
             for (int64_t i = 0; i < ne; i++) {
                 fp16_t h;
                 memcpy(&h, p + i * stride, sizeof h);
@@ -52,12 +57,7 @@ void cpu_row_from_float(enum ggml_type type, const float *src, void *dst, int64_
         case GGML_TYPE_F32:
             memcpy(dst, src, (size_t)ne * sizeof(float));
             return;
-        case GGML_TYPE_F16: {
-            fp16_t *d = dst;
-            for (int64_t i = 0; i < ne; i++) d[i] = fp32_to_fp16(src[i]);
-            return;
-        }
-        default:
+        default: /* F16 and the quantized types */
             type_traits_get(type)->from_float(src, dst, ne);
             return;
     }
@@ -73,10 +73,10 @@ void cpu_row_from_float(enum ggml_type type, const float *src, void *dst, int64_
  * this because silu and soft_max feed every LLaMA layer and the golden logits
  * carry these roundings.
  */
-static fp16_t g_table_exp[1 << 16];
-static fp16_t g_table_silu[1 << 16];
-static fp16_t g_table_gelu[1 << 16];
-static fp16_t g_table_gelu_quick[1 << 16];
+static fp16_t g_table_exp[(1 << 16) + CPU_TABLE_PAD];
+static fp16_t g_table_silu[(1 << 16) + CPU_TABLE_PAD];
+static fp16_t g_table_gelu[(1 << 16) + CPU_TABLE_PAD];
+static fp16_t g_table_gelu_quick[(1 << 16) + CPU_TABLE_PAD];
 static pthread_once_t g_tables_once = PTHREAD_ONCE_INIT;
 
 static const float GELU_COEF_A = 0.044715f;
@@ -95,6 +95,15 @@ static void cpu_tables_fill(void) {
 
 void cpu_tables_init(void) {
     pthread_once(&g_tables_once, cpu_tables_fill);
+}
+
+const fp16_t *cpu_table_data(enum cpu_table_id id) {
+    switch (id) {
+        case CPU_TABLE_EXP: return g_table_exp;
+        case CPU_TABLE_SILU: return g_table_silu;
+        case CPU_TABLE_GELU: return g_table_gelu;
+        default: return g_table_gelu_quick;
+    }
 }
 
 float cpu_table_exp(float x) { return fp16_to_fp32(g_table_exp[fp32_to_fp16(x)]); }

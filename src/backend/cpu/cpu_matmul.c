@@ -19,6 +19,7 @@
 
 #include "backend/cpu/cpu_gemm.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_packed.h"
 #include "quant/quant.h"
 
 typedef void (*cpu_vec_dot_fn)(int64_t n, float *s, const void *x, const void *y);
@@ -156,6 +157,10 @@ static void cpu_mul_mat_tiles(const struct cpu_task *task, struct tensor *dst) {
 
 static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
+    if (cpu_fast_mul_mat_applies(dst)) {
+        cpu_fast_mul_mat(task, dst);
+        return;
+    }
     const bool tiled = cpu_mul_mat_tiled(dst);
     if (task->phase == CPU_PHASE_INIT) {
         if (tiled) {
@@ -189,6 +194,7 @@ static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
 
 static size_t cpu_mul_mat_work(const struct tensor *dst, int n_threads) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
+    if (cpu_fast_mul_mat_applies(dst)) return cpu_fast_mul_mat_work(dst, n_threads);
     if (cpu_mul_mat_tiled(dst)) return (size_t)tensor_nelements(w) * sizeof(float);
     return cpu_conv_work(w, x, n_threads);
 }

@@ -138,6 +138,9 @@ void cpu_row_from_float(enum ggml_type type, const float *src, void *dst, int64_
  * as half precision): GGML_GELU_FP16, GGML_GELU_QUICK_FP16, GGML_SILU_FP16 and
  * the exp table used by soft_max. Filled once (cpu_tables_init). */
 void cpu_tables_init(void);
+enum cpu_table_id { CPU_TABLE_EXP, CPU_TABLE_SILU, CPU_TABLE_GELU, CPU_TABLE_GELU_QUICK };
+/* A table's 65536 entries (and cpu_vec.h's padding), for row lookups with cpu_vec_table_f16. */
+const uint16_t *cpu_table_data(enum cpu_table_id id);
 float cpu_table_exp(float x);
 float cpu_table_silu(float x);
 float cpu_table_gelu(float x);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_vec.h"
 #include "core/fp16.h"
 #include "quant/quant.h"
 
@@ -91,6 +92,10 @@ static void cpu_dup(const struct cpu_task *task, struct tensor *dst) {
             }
         } else {
             cpu_row_to_float(src->type, srow, src->nb[0], tmp, ne00);
+            if (dst_cont) { /* F32 or F16 (rounded to nearest even) */
+                cpu_row_from_float(dst->type, tmp, (char *)dst->data + (size_t)k * esize, ne00);
+                continue;
+            }
             for (int64_t j = 0; j < ne00; j++) {
                 void *d = dst_cont ? (char *)dst->data + (size_t)(k + j) * esize : cpu_flat_elem(dst, k + j);
                 if (dst->type == GGML_TYPE_F32) {
@@ -273,13 +278,31 @@ static float cpu_unary_value(const struct tensor *dst, float x) {
     }
 }
 
+/* The F16 table behind a table-lookup unary op, or -1. */
+static int cpu_unary_table(const struct tensor *dst) {
+    if (dst->op != OP_UNARY) return -1;
+    switch ((enum tensor_unary_op)dst->op_params[0]) {
+        case UNARY_GELU: return CPU_TABLE_GELU;
+        case UNARY_GELU_QUICK: return CPU_TABLE_GELU_QUICK;
+        case UNARY_SILU: return CPU_TABLE_SILU;
+        default: return -1;
+    }
+}
+
 static void cpu_unary(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *a = dst->src[0];
+    const int table = cpu_unary_table(dst);
+    const bool rows = table >= 0 && a->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
     int64_t r0, r1;
     cpu_task_rows(task, tensor_nrows(dst), &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         int64_t i1, i2, i3;
         cpu_row_index(dst, r, &i1, &i2, &i3);
+        if (rows) {
+            cpu_vec_table_f16(cpu_table_data((enum cpu_table_id)table), cpu_elem(a, 0, i1, i2, i3),
+                              cpu_elem(dst, 0, i1, i2, i3), dst->ne[0]);
+            continue;
+        }
         for (int64_t i0 = 0; i0 < dst->ne[0]; i0++) {
             cpu_st_f32(dst, i0, i1, i2, i3, cpu_unary_value(dst, cpu_ld_f32(a, i0, i1, i2, i3)));
         }

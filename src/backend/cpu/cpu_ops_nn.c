@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_vec.h"
 #include "core/fp16.h"
 
 static const float CPU_PI = 3.14159265358979323846f;
@@ -139,18 +140,7 @@ static void cpu_soft_max(const struct cpu_task *task, struct tensor *dst) {
             const float *mp = (const float *)((const char *)mask->data + (r % mask->ne[1]) * mask->nb[1]);
             for (int64_t i = 0; i < nc; i++) wp[i] += mp[i];
         }
-        float max = -INFINITY;
-        for (int64_t i = 0; i < nc; i++) max = wp[i] > max ? wp[i] : max;
-        double sum = 0.0;
-        for (int64_t i = 0; i < nc; i++) {
-            if (wp[i] == -INFINITY) {
-                dp[i] = 0.0f;
-            } else {
-                const float val = cpu_table_exp(wp[i] - max);
-                sum += (double)val;
-                dp[i] = val;
-            }
-        }
+        const double sum = cpu_vec_soft_max_exp(cpu_table_data(CPU_TABLE_EXP), wp, dp, nc);
         const float inv = (float)(1.0 / sum);
         for (int64_t i = 0; i < nc; i++) dp[i] *= inv;
     }

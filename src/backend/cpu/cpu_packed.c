@@ -1,0 +1,485 @@
+/*
+ * Packed weights and the fast matrix products (cpu_packed.h): packing,
+ * activation layouts, work split. The micro-kernels are per instruction set
+ * (cpu_packed_x86.c); layouts are described in cpu_packed_impl.h.
+ */
+#define _GNU_SOURCE /* MAP_ANONYMOUS, MADV_HUGEPAGE */
+#include "backend/cpu/cpu_packed.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_packed_impl.h"
+#include "core/cpu_features.h"
+#include "core/fp16.h"
+#include "core/log.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+
+/* Smallest guided chunk of a matrix-vector product (bytes of weights). */
+#define PK_GUIDED_MIN_BYTES (16 << 10)
+
+struct cpu_packed_weight {
+    const void *src;     /* w->data when packed */
+    uint8_t *data;       /* `size` bytes */
+    size_t size;
+    bool owned;          /* data is this copy's own arena (else the caller's memory) */
+};
+
+static const struct pk_kernels *g_kernels;
+static pthread_once_t g_kernels_once = PTHREAD_ONCE_INIT;
+
+static void pk_kernels_init(void) {
+    g_kernels = cpu_features_get()->force_scalar ? NULL : pk_kernels_x86();
+}
+
+static const struct pk_kernels *pk_kernels(void) {
+    pthread_once(&g_kernels_once, pk_kernels_init);
+    return g_kernels;
+}
+
+/* ---- packed types --------------------------------------------------------------------------- */
+
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8K, PK_ACT_F32 };
+
+typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
+
+struct pk_type {
+    int blck;              /* elements per block */
+    size_t hdr_bytes;      /* per block of a group */
+    size_t q_bytes;
+    enum pk_act act;
+    int max_cols;          /* the kernel's column tile */
+    pk_pack_fn pack;       /* row r's block into the group's block */
+};
+
+static void pk_pack_q4_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(q + 16 * r, b->qs, 16);
+}
+
+static void pk_pack_q8_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q8_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    for (int j = 0; j < 16; j++) {
+        q[16 * r + j] = (uint8_t)(b->qs[j] + 128);
+        q[64 + 16 * r + j] = (uint8_t)(b->qs[16 + j] + 128);
+    }
+}
+
+static void pk_pack_q4_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_K *b = block;
+    uint8_t sc[8], mn[8];
+    quant_k4_scales_mins(b->scales, sc, mn);
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(hdr + 8 + 2 * r, &b->dmin, 2);
+    for (int c = 0; c < 8; c++) hdr[16 + 4 * c + r] = sc[c];
+    memcpy(hdr + 48 + 8 * r, mn, 8);
+    for (int j = 0; j < 4; j++) {
+        for (int h = 0; h < 2; h++) memcpy(q + 64 * (2 * j + h) + 16 * r, b->qs + 32 * j + 16 * h, 16);
+    }
+}
+
+static void pk_pack_q6_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q6_K *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    for (int j = 0; j < 16; j++) hdr[8 + 4 * j + r] = (uint8_t)b->scales[j];
+    for (int n = 0; n < 2; n++) {
+        for (int h = 0; h < 2; h++) {
+            uint8_t *z = q + 192 * (2 * n + h) + 16 * r;
+            memcpy(z, b->ql + 64 * n + 16 * h, 16);
+            memcpy(z + 64, b->ql + 64 * n + 32 + 16 * h, 16);
+            memcpy(z + 128, b->qh + 32 * n + 16 * h, 16);
+        }
+    }
+}
+
+static const struct pk_type *pk_type_get(enum ggml_type type) {
+    static const struct pk_type q4_0 = { 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
+    static const struct pk_type q8_0 = { 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
+    static const struct pk_type q4_K = { 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
+    static const struct pk_type q6_K = { 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
+    switch (type) {
+        case GGML_TYPE_Q4_0: return &q4_0;
+        case GGML_TYPE_Q8_0: return &q8_0;
+        case GGML_TYPE_Q4_K: return &q4_K;
+        case GGML_TYPE_Q6_K: return &q6_K;
+        default: return NULL;
+    }
+}
+
+static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
+    const struct pk_kernels *k = pk_kernels();
+    if (!k) return NULL;
+    switch (type) {
+        case GGML_TYPE_Q4_0: return k->q4_0;
+        case GGML_TYPE_Q8_0: return k->q8_0;
+        case GGML_TYPE_Q4_K: return k->q4_K;
+        case GGML_TYPE_Q6_K: return k->q6_K;
+        default: return NULL;
+    }
+}
+
+bool cpu_packed_type(enum ggml_type type) { return pk_quant_kernel(type) != NULL; }
+
+/* ---- packing ------------------------------------------------------------------------------- */
+
+static int64_t pk_blocks_per_row(const struct tensor *w) { return w->ne[0] / pk_type_get(w->type)->blck; }
+
+static size_t pk_hdr_bytes(const struct pk_type *pt, int64_t nb) { return pk_pad64((size_t)nb * pt->hdr_bytes); }
+
+static size_t pk_group_bytes(const struct pk_type *pt, int64_t nb) {
+    return pk_hdr_bytes(pt, nb) + (size_t)nb * pt->q_bytes;
+}
+
+size_t cpu_repack_size(const struct tensor *w) {
+    if (!cpu_packed_type(w->type) || w->ne[2] != 1 || w->ne[3] != 1 || !tensor_is_contiguous(w)) return 0;
+    const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
+    return (size_t)groups * pk_group_bytes(pk_type_get(w->type), pk_blocks_per_row(w));
+}
+
+/* Group g of w into out (rows past the end stay zeros). */
+static void pk_pack_group(const struct tensor *w, int64_t g, uint8_t *out) {
+    const struct pk_type *pt = pk_type_get(w->type);
+    const size_t block_bytes = type_traits_get(w->type)->type_size;
+    const int64_t nb = pk_blocks_per_row(w);
+    uint8_t *q = out + pk_hdr_bytes(pt, nb);
+    for (int r = 0; r < PK_ROWS && g * PK_ROWS + r < w->ne[1]; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (g * PK_ROWS + r) * w->nb[1];
+        for (int64_t i = 0; i < nb; i++) pt->pack(src + i * block_bytes, r, out + i * pt->hdr_bytes, q + i * pt->q_bytes);
+    }
+}
+
+void cpu_repack_release(struct tensor *w) {
+    struct cpu_packed_weight *p = w->extra;
+    if (!p) return;
+    if (p->owned) munmap(p->data, p->size);
+    free(p);
+    w->extra = NULL;
+}
+
+static void pk_pack_all(const struct tensor *w, uint8_t *data) {
+    const size_t gb = pk_group_bytes(pk_type_get(w->type), pk_blocks_per_row(w));
+    const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
+    for (int64_t g = 0; g < groups; g++) pk_pack_group(w, g, data + (size_t)g * gb);
+}
+
+/* Packs w into data and points w->extra at a new descriptor of it. */
+static bool pk_attach(struct tensor *w, uint8_t *data, size_t size, bool owned) {
+    struct cpu_packed_weight *p = malloc(sizeof *p);
+    if (!p) {
+        error_set("out of memory packing '%s'", w->name);
+        return false;
+    }
+    *p = (struct cpu_packed_weight){ .src = w->data, .data = data, .size = size, .owned = owned };
+    pk_pack_all(w, data);
+    w->extra = p;
+    return true;
+}
+
+/* Anonymous memory advised for huge pages (fewer TLB misses, and the
+ * hardware prefetchers run on across 4 KiB boundaries while weights stream),
+ * aligned to 2 MiB so that they can be used. */
+#define PK_HUGE_PAGE ((size_t)2 << 20)
+
+void *cpu_packed_arena_new(size_t size) {
+    const size_t span = size + PK_HUGE_PAGE;
+    uint8_t *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED) {
+        error_set("cannot allocate %zu bytes for packed weights", size);
+        return NULL;
+    }
+    uint8_t *arena = (uint8_t *)(((uintptr_t)base + PK_HUGE_PAGE - 1) & ~(uintptr_t)(PK_HUGE_PAGE - 1));
+    if (arena > base) munmap(base, (size_t)(arena - base));
+    const size_t tail = (size_t)(base + span - (arena + size));
+    if (tail) munmap(arena + size, tail);
+#ifdef MADV_HUGEPAGE
+    madvise(arena, size, MADV_HUGEPAGE); /* a hint */
+#endif
+    return arena;
+}
+
+void cpu_packed_arena_free(void *arena, size_t size) {
+    if (arena) munmap(arena, size);
+}
+
+bool cpu_repack_weight(struct tensor *w) {
+    const size_t size = cpu_repack_size(w);
+    struct cpu_packed_weight *p = w->extra;
+    if (p && p->size == size && w->data) { /* the data changed: pack again in the same memory */
+        p->src = w->data;
+        pk_pack_all(w, p->data);
+        return true;
+    }
+    cpu_repack_release(w);
+    if (size == 0 || !w->data) return true;
+    uint8_t *data = cpu_packed_arena_new(size);
+    if (!data) return false;
+    if (!pk_attach(w, data, size, true)) {
+        cpu_packed_arena_free(data, size);
+        return false;
+    }
+    return true;
+}
+
+bool cpu_repack_weight_at(struct tensor *w, void *mem) {
+    cpu_repack_release(w);
+    const size_t size = cpu_repack_size(w);
+    if (size == 0 || !w->data) return true;
+    return pk_attach(w, mem, size, false);
+}
+
+bool cpu_packed_current(const struct tensor *w) {
+    const struct cpu_packed_weight *p = w->extra;
+    return p && p->src == w->data;
+}
+
+/* ---- which products take this path ------------------------------------------------------- */
+
+enum pk_kind { PK_NONE, PK_QUANT, PK_F16 };
+
+static enum pk_kind pk_kind_of(const struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    if (!pk_kernels()) return PK_NONE;
+    if (x->type != GGML_TYPE_F32 || x->nb[0] != sizeof(float)) return PK_NONE;
+    if (dst->type != GGML_TYPE_F32 || !tensor_is_contiguous(dst)) return PK_NONE;
+    if (dst->op_params[0] != MUL_MAT_ORDER_REFERENCE && dst->op_params[0] != MUL_MAT_ORDER_ANY) return PK_NONE;
+    if (w->type == GGML_TYPE_F16) {
+        return w->nb[0] == sizeof(fp16_t) && w->ne[0] % 32 == 0 ? PK_F16 : PK_NONE;
+    }
+    return pk_quant_kernel(w->type) && cpu_packed_current(w) ? PK_QUANT : PK_NONE;
+}
+
+bool cpu_fast_mul_mat_applies(const struct tensor *dst) { return pk_kind_of(dst) != PK_NONE; }
+
+/* ---- activations ------------------------------------------------------------------------------ */
+
+static enum pk_act pk_act_of(const struct tensor *w) {
+    return w->type == GGML_TYPE_F16 ? PK_ACT_F32 : pk_type_get(w->type)->act;
+}
+
+/* Bytes of one column's record for one block (quantized kinds). */
+static size_t pk_act_record(enum pk_act act) {
+    return act == PK_ACT_Q8 ? sizeof(struct pk_act_q8) : sizeof(struct pk_act_q8k);
+}
+
+/* Bytes of the converted activations: tiles of max_cols columns, or float rows. */
+static size_t pk_act_bytes(const struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const int64_t k = x->ne[0], ncols = tensor_nrows(x);
+    if (w->type == GGML_TYPE_F16) return pk_pad64(pk_f16_stride(k) * (size_t)ncols * sizeof(float));
+    const struct pk_type *pt = pk_type_get(w->type);
+    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols;
+    return pk_pad64((size_t)(tiles * (k / pt->blck) * pt->max_cols) * pk_act_record(pt->act));
+}
+
+/* Per-thread scratch after the activations (64-byte aligned): the quantized
+ * row (INIT); for F16 the rounded row (INIT), then an item's scratch (COMPUTE). */
+static size_t pk_scratch_bytes(const struct tensor *dst) {
+    const struct tensor *w = dst->src[0];
+    const int64_t k = w->ne[0];
+    switch (pk_act_of(w)) {
+        case PK_ACT_F32: {
+            const size_t init = pk_pad64((size_t)k * sizeof(fp16_t));
+            const size_t compute = pk_pad64(pk_f16_scratch_floats(k) * sizeof(float));
+            return init > compute ? init : compute;
+        }
+        case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
+        default: return pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
+    }
+}
+
+size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads) {
+    return pk_act_bytes(dst) + (size_t)n_threads * pk_scratch_bytes(dst);
+}
+
+static void *pk_thread_scratch(const struct cpu_task *task, const struct tensor *dst) {
+    return task->wdata + pk_act_bytes(dst) + (size_t)task->ith * pk_scratch_bytes(dst);
+}
+
+/* Where column `col`'s record of block i goes: its tile, then block i's row of records. */
+static uint8_t *pk_act_at(uint8_t *act, const struct pk_type *pt, int64_t nb, int64_t col, int64_t i) {
+    const int64_t tile = col / pt->max_cols, slot = col % pt->max_cols;
+    return act + (size_t)((tile * nb + i) * pt->max_cols + slot) * pk_act_record(pt->act);
+}
+
+/* One column as Q8_0 records (the trait table's Q8_0 activation quantizer). */
+static void pk_act_q8(const float *x, int64_t k, int bias, block_q8_0 *tmp, uint8_t *act, const struct pk_type *pt,
+                      int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_0)->from_float(x, tmp, k);
+    for (int64_t i = 0; i < k / 32; i++) {
+        struct pk_act_q8 *a = (struct pk_act_q8 *)pk_act_at(act, pt, k / 32, col, i);
+        memset(a, 0, sizeof *a);
+        memcpy(a->qs, tmp[i].qs, 32);
+        for (int l = 0; l < 8; l++) {
+            const int8_t *q = tmp[i].qs + 4 * l;
+            a->corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
+        }
+        a->d = fp16_to_fp32(tmp[i].d);
+    }
+}
+
+/* One column as Q8_K records (the trait table's Q8_K quantizer). */
+static void pk_act_q8k(const float *x, int64_t k, block_q8_K *tmp, uint8_t *act, const struct pk_type *pt, int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_K)->from_float(x, tmp, k);
+    for (int64_t i = 0; i < k / 256; i++) {
+        const block_q8_K *b = &tmp[i];
+        struct pk_act_q8k *a = (struct pk_act_q8k *)pk_act_at(act, pt, k / 256, col, i);
+        memset(a, 0, sizeof *a);
+        memcpy(a->qs, b->qs, sizeof a->qs);
+        a->d = b->d;
+        for (int j = 0; j < 8; j++) a->bpairs[j] = (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
+        for (int n = 0; n < 2; n++)
+            for (int h = 0; h < 2; h++)
+                for (int p = 0; p < 2; p++)
+                    for (int l = 0; l < 4; l++)
+                        for (int w = 0; w < 2; w++) {
+                            const int8_t *q = b->qs + 32 * (4 * n + 2 * p + w) + 16 * h + 4 * l;
+                            a->corr6[n][h][p][l][w] = (int16_t)(-32 * (q[0] + q[1] + q[2] + q[3]));
+                        }
+    }
+}
+
+static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const int64_t k = x->ne[0];
+    void *scratch = pk_thread_scratch(task, dst);
+    uint8_t *act = (uint8_t *)task->wdata;
+    int64_t r0, r1;
+    cpu_task_rows(task, tensor_nrows(x), &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t i1, i2, i3;
+        cpu_row_index(x, r, &i1, &i2, &i3);
+        const float *src = cpu_elem(x, 0, i1, i2, i3);
+        if (w->type == GGML_TYPE_F16) {
+            /* the reference rounds the activations to F16 */
+            type_traits_get(GGML_TYPE_F16)->from_float(src, scratch, k);
+            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + r * pk_f16_stride(k), k);
+            continue;
+        }
+        const struct pk_type *pt = pk_type_get(w->type);
+        if (pt->act == PK_ACT_Q8) {
+            pk_act_q8(src, k, w->type == GGML_TYPE_Q4_0 ? 8 : 128, scratch, act, pt, r);
+        } else {
+            pk_act_q8k(src, k, scratch, act, pt, r);
+        }
+    }
+}
+
+/* ---- products --------------------------------------------------------------------------------- */
+
+/* Chunk k of n units cut for matrix-vector products, where there is no reuse
+ * to block for: each chunk is a share of what is left (1 / (2 nth)), down to
+ * `min`, so chunks are large first and small at the end and the threads
+ * claiming them finish together. False past the last chunk. */
+static bool pk_guided_chunk(int64_t n, int nth, int64_t min, int64_t k, int64_t *a, int64_t *b) {
+    int64_t start = 0;
+    for (int64_t i = 0; start < n; i++) {
+        int64_t size = (n - start) / (2 * nth);
+        if (size < min) size = min;
+        if (size > n - start) size = n - start;
+        if (i == k) {
+            *a = start;
+            *b = start + size;
+            return true;
+        }
+        start += size;
+    }
+    return false;
+}
+
+/* Quantized weights (2-d, packed): with one column tile, guided chunks of
+ * row groups; else chunks of rows x column tiles sized to the L2 cache
+ * (cpu_chunks_plan), in which each group's rows stay in L1 while they pass
+ * over the chunk's tiles. Threads claim chunks as they go. */
+static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const struct cpu_packed_weight *p = w->extra;
+    const struct pk_type *pt = pk_type_get(w->type);
+    const pk_tile_fn kernel = pk_quant_kernel(w->type);
+    const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
+    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols, groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
+    const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
+    const size_t tile_bytes = (size_t)(nb * pt->max_cols) * pk_act_record(pt->act);
+    const struct cpu_chunks ch = cpu_chunks_plan(w->ne[1], gb / PK_ROWS, tiles, tile_bytes, task->nth);
+    for (int64_t chunk = cpu_task_next_chunk(task);; chunk = cpu_task_next_chunk(task)) {
+        int64_t g0, g1, t0 = 0, t1 = 1;
+        if (tiles == 1) {
+            if (!pk_guided_chunk(groups, task->nth, PK_GUIDED_MIN_BYTES / (int64_t)gb + 1, chunk, &g0, &g1)) break;
+        } else {
+            if (chunk >= cpu_chunks_count(&ch)) break;
+            int64_t r0, r1;
+            cpu_chunks_range(&ch, chunk, &r0, &r1, &t0, &t1);
+            g0 = r0 / PK_ROWS;
+            g1 = (r1 + PK_ROWS - 1) / PK_ROWS;
+        }
+        /* one column: two groups a call (more rows in flight while the weights stream) */
+        const int64_t step = ncols == 1 ? 2 : 1;
+        for (int64_t g = g0; g < g1; g += step) {
+            const int64_t ng = g1 - g < step ? g1 - g : step, rows_left = w->ne[1] - g * PK_ROWS;
+            const uint8_t *group = p->data + (size_t)g * gb;
+            for (int64_t tile = t0; tile < t1; tile++) {
+                const int64_t c = tile * pt->max_cols;
+                const struct pk_tile t = {
+                    .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng,
+                    .act = (const uint8_t *)task->wdata + (size_t)tile * tile_bytes,
+                    .ncols = (int)(ncols - c < pt->max_cols ? ncols - c : pt->max_cols),
+                    .nrows = (int)(rows_left < PK_ROWS * ng ? rows_left : PK_ROWS * ng),
+                    .dst = (float *)dst->data + c * dst->ne[0] + g * PK_ROWS, .dst_stride = (size_t)dst->ne[0],
+                };
+                kernel(&t);
+            }
+        }
+    }
+}
+
+/* F16 weights (any slices, broadcast as mul_mat allows): work items (slice,
+ * block of rows, block of columns; cpu_packed_impl.h) claimed as the threads
+ * go; matrix-vector products take guided chunks of 16-row units instead. */
+static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const pk_f16_item_fn kernel = pk_kernels()->f16;
+    const int64_t k = w->ne[0], nrows = w->ne[1], ncols = x->ne[1], slices = x->ne[2] * x->ne[3];
+    const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+    const bool guided = ncols < PK_F16_MIN_COLS;
+    const int64_t rows_per_item = guided ? 16 : pk_f16_rows(k);
+    const int64_t row_blocks = (nrows + rows_per_item - 1) / rows_per_item;
+    const int64_t col_blocks = (ncols + PK_F16_COL_BLOCK - 1) / PK_F16_COL_BLOCK;
+    const int64_t items = slices * row_blocks * col_blocks;
+    const int64_t min_units = PK_GUIDED_MIN_BYTES / (rows_per_item * k * (int64_t)sizeof(fp16_t)) + 1;
+    float *scratch = pk_thread_scratch(task, dst);
+    for (int64_t chunk = cpu_task_next_chunk(task);; chunk = cpu_task_next_chunk(task)) {
+        int64_t i0 = chunk, i1 = chunk + 1;
+        if (guided ? !pk_guided_chunk(items, task->nth, min_units, chunk, &i0, &i1) : chunk >= items) break;
+        for (int64_t item = i0; item < i1; item++) {
+            /* consecutive items share their columns (which stay in L2) */
+            const int64_t rb = item % row_blocks, cb = item / row_blocks % col_blocks;
+            const int64_t slice = item / row_blocks / col_blocks, i12 = slice % x->ne[2], i13 = slice / x->ne[2];
+            const int64_t row0 = rb * rows_per_item, col0 = cb * PK_F16_COL_BLOCK;
+            const struct pk_f16_item it = {
+                .w = cpu_elem(w, 0, row0, i12 / r2, i13 / r3), .w_stride = w->nb[1] / sizeof(fp16_t),
+                .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
+                .act = (const float *)task->wdata + (size_t)(slice * ncols + col0) * pk_f16_stride(k),
+                .ncols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK),
+                .k = k, .scratch = scratch, .dst = cpu_elem(dst, row0, col0, i12, i13),
+                .dst_stride = (size_t)dst->ne[0],
+            };
+            kernel(&it);
+        }
+    }
+}
+
+void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
+    if (task->phase == CPU_PHASE_INIT) {
+        pk_convert_x(task, dst);
+    } else if (dst->src[0]->type == GGML_TYPE_F16) {
+        pk_f16_compute(task, dst);
+    } else {
+        pk_quant_compute(task, dst);
+    }
+}

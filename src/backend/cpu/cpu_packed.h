@@ -1,0 +1,62 @@
+/*
+ * Fast matrix products of the CPU backend: weights repacked into interleaved
+ * layouts, register-tiled micro-kernels (several weight rows x several
+ * activation columns) for batches and matrix-vector kernels for one column.
+ *
+ * Results are bit-identical with the reference path (one vec_dot per output,
+ * b1892's order, see cpu_matmul.c): every output keeps its own 8 lanes, the
+ * integer lane sums are exact, and the float operations per output (one
+ * fused multiply-add per lane and block, in block order, then b1892's
+ * reduction) are the scalar ones. The tiles only compute many outputs at
+ * once: a 512-bit register holds the lanes of several rows.
+ *
+ * Packed weights (Q4_0, Q8_0, Q4_K, Q6_K; on x86-64 with AVX-512 VNNI): rows
+ * in groups of 4, each block's 4 rows side by side so that one load feeds
+ * vpdpbusd without shuffles (see cpu_packed_impl.h). The packed copy lives
+ * in anonymous memory (its own, or a model's arena), described by the
+ * tensor's `extra`; the file's layout on disk is unchanged. F16 weights need no packing: their rows are read in place.
+ * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
+ * reference path.
+ */
+#ifndef LLAMAC_BACKEND_CPU_CPU_PACKED_H
+#define LLAMAC_BACKEND_CPU_CPU_PACKED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "tensor/tensor.h"
+
+struct cpu_task;
+
+/* Whether weights of `type` are packed on this CPU. */
+bool cpu_packed_type(enum ggml_type type);
+/* Bytes of w's packed copy (0 when w is not packed: type, shape, or CPU). */
+size_t cpu_repack_size(const struct tensor *w);
+/* Packs w (a matrix weight whose data is set) into new memory and points
+ * w->extra at it; true also when there is nothing to pack (see
+ * cpu_repack_size). False with error_set() when memory runs out. Packing
+ * again after w's data changed (LoRA) replaces the copy. */
+bool cpu_repack_weight(struct tensor *w);
+/* The same into caller memory: `mem` holds cpu_repack_size(w) bytes,
+ * 64-byte aligned, and outlives the copy (packing again after a change of
+ * w's data reuses it). For many weights in one cpu_packed_arena_new. */
+bool cpu_repack_weight_at(struct tensor *w, void *mem);
+/* Anonymous memory for packed weights, aligned to and advised for huge
+ * pages (fewer TLB misses, prefetchers running across 4 KiB boundaries).
+ * NULL with error_set() when it cannot be had. */
+void *cpu_packed_arena_new(size_t size);
+void cpu_packed_arena_free(void *arena, size_t size);
+/* Frees w's packed copy, if any (its own memory; w->extra = NULL). */
+void cpu_repack_release(struct tensor *w);
+/* Whether w's packed copy is current: made from w->data (a weight whose data
+ * pointer changed since, e.g. copied by LoRA, is not). */
+bool cpu_packed_current(const struct tensor *w);
+
+/* mul_mat on this path: dst = w x x with w packed (or F16 with 32 | K), x
+ * F32 rows, dst F32. cpu_matmul.c asks cpu_fast_mul_mat_applies() and hands
+ * the node over; work memory and phases as any op (INIT converts x). */
+bool cpu_fast_mul_mat_applies(const struct tensor *dst);
+size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads);
+void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst);
+
+#endif

@@ -1,0 +1,146 @@
+/*
+ * Internal to cpu_packed*.c: the packed layouts and the micro-kernel table.
+ *
+ * Packed weights: rows in groups of PK_ROWS = 4 (the last group padded with
+ * zero rows), group g at data + g * group_bytes. A group holds, for its nb
+ * blocks, first every block's header (scales; hdr_bytes each, the whole
+ * padded to 64 bytes), then every block's quants (q_bytes each). The quants
+ * put the 4 rows side by side, 16 bytes each, so that a 512-bit load holds
+ * the same 16 elements of the 4 rows and dword lane 4 r + k holds 4
+ * consecutive elements of row r, b1892's lane k (elements 0..15 of a 32) or
+ * 4 + k (16..31). Halves are the rows' in order (row r at 2 r).
+ *
+ *   Q4_0  hdr 8: d of rows 0..3.
+ *         q 64: row r's 16 quant bytes at 16 r (low nibble element j, high
+ *         nibble element 16 + j, as in the file).
+ *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, each
+ *         quant + 128 (the unsigned operand of vpdpbusd; the activations'
+ *         sums take the 128 back out).
+ *   Q4_K  hdr 80: d[4], dmin[4], then the 6-bit scales as sc[chunk][row]
+ *         (8 x 4 bytes), then the 6-bit mins as mn[row][j] (4 x 8 bytes).
+ *         q 512: for j = 0..3, h = 0..1: the file's qs[32 j + 16 h ..+15] of
+ *         each row (low nibbles: chunk 2 j, high: chunk 2 j + 1; elements
+ *         16 h..16 h + 15 of each).
+ *   Q6_K  hdr 72: d[4], then the scales as sc[16-group][row] (16 x 4 bytes).
+ *         q 768: for n = 0..1, h = 0..1, 192 bytes: the file's
+ *         ql[64 n + 16 h ..+15] (chunks 4n, 4n+2), ql[64 n + 32 + 16 h ..]
+ *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
+ *
+ * Activations: each column quantized to the weight type's vec_dot_type by
+ * the trait table's from_float, exactly as the reference path does, then
+ * laid out in tiles of the kernel's column count TC (the last tile partly
+ * filled): for block i, the records of the tile's columns one after the
+ * other, so a micro-kernel reads (block i, column c) at tile + (i TC + c) *
+ * record size.
+ *   Q4_0, Q8_0: struct pk_act_q8 (80 bytes; its 16-byte pieces never cross a
+ *     cache line).
+ *   Q4_K, Q6_K: struct pk_act_q8k.
+ *   F16 weights: no tiles; the column rounded through F16 (what the
+ *     reference dot product reads), as floats.
+ */
+#ifndef LLAMAC_BACKEND_CPU_CPU_PACKED_IMPL_H
+#define LLAMAC_BACKEND_CPU_CPU_PACKED_IMPL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ggml.h"
+
+#define PK_ROWS 4
+
+static inline size_t pk_pad64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* One Q8_0 block of a column for the Q4_0/Q8_0 kernels: corr[k] = -bias *
+ * (qs[4k] + .. + qs[4k+3]), bias 8 for Q4_0 and 128 for Q8_0, so the integer
+ * lanes start from it; d as a float. */
+struct pk_act_q8 {
+    int8_t qs[32];
+    int32_t corr[8];
+    float d;
+    uint8_t pad[12];
+};
+_Static_assert(sizeof(struct pk_act_q8) == 80, "pk_act_q8 record");
+
+/* One Q8_K block of a column for the k-quant kernels. */
+struct pk_act_q8k {
+    int8_t qs[256];
+    /* Q4_K mins: bsums[2j] + bsums[2j+1], j = 0..7 */
+    int16_t bpairs[8];
+    /* Q6_K's -32 offset: for n, h, pair p, lane k: -32 times the sums of
+     * elements 16 h + 4 k ..+3 of chunks 4 n + 2 p and 4 n + 2 p + 1 */
+    int16_t corr6[2][2][2][4][2];
+    float d;
+    uint8_t pad[44];
+};
+_Static_assert(sizeof(struct pk_act_q8k) % 64 == 0, "pk_act_q8k records are cache-line sized");
+
+/* One call of a quantized micro-kernel: a group's rows x ncols columns
+ * (with one column, ngroups consecutive groups, group_bytes apart). */
+struct pk_tile {
+    const uint8_t *hdr;        /* the group's block headers */
+    const uint8_t *q;          /* the group's block quants */
+    int64_t nb;                /* blocks per row */
+    size_t group_bytes;
+    int ngroups;               /* 1, or 2 when ncols is 1 */
+    const uint8_t *act;        /* the columns' activation tile */
+    int ncols;                 /* 1..the kernel's columns per tile */
+    int nrows;                 /* rows to store: 1..PK_ROWS x ngroups */
+    float *dst;                /* output of the group's first row, first column */
+    size_t dst_stride;         /* floats per column of dst */
+};
+
+/* F16 work items: up to pk_f16_rows(k) rows x PK_F16_COL_BLOCK columns.
+ * With PK_F16_MIN_COLS columns or more the rows are converted to floats once
+ * (about half the L2 cache), then each tile column runs k in blocks of
+ * PK_F16_KB over all row pairs, its accumulators waiting in scratch between
+ * blocks, so that a tile's operands come from L1; with fewer columns the
+ * halves are read in place in one pass. */
+#define PK_F16_MAX_ROWS 64
+#define PK_F16_COL_BLOCK 512
+#define PK_F16_KB 1024
+#define PK_F16_MIN_COLS 4
+#define PK_F16_TILE_COLS 6
+/* Floats between consecutive rows of F16 activations and converted weights:
+ * k plus a cache line, so rows a power of two apart do not all fall in the
+ * same L1 set. */
+static inline size_t pk_f16_stride(int64_t k) { return (size_t)k + 16; }
+static inline int pk_f16_rows(int64_t k) {
+    const size_t rows = ((size_t)1 << 19) / (pk_f16_stride(k) * sizeof(float)) / 16 * 16;
+    return rows < 16 ? 16 : rows > PK_F16_MAX_ROWS ? PK_F16_MAX_ROWS : (int)rows;
+}
+/* Scratch floats of one F16 item over k: the rows as floats, then one tile
+ * column's accumulators. */
+static inline size_t pk_f16_scratch_floats(int64_t k) {
+    return (size_t)pk_f16_rows(k) * (pk_f16_stride(k) + PK_F16_TILE_COLS * 32);
+}
+
+/* One F16 work item: dst[c][r] = the reference F16 dot of row r and column c. */
+struct pk_f16_item {
+    const uint16_t *w;      /* first row (halves) */
+    size_t w_stride;           /* halves per row */
+    int nrows;                 /* 1..pk_f16_rows(k) */
+    const float *act;          /* first column (floats, pk_f16_stride(k) apart) */
+    int ncols;                 /* 1..PK_F16_COL_BLOCK */
+    int64_t k;                 /* multiple of 32 */
+    float *scratch;            /* pk_f16_scratch_floats(k), 64-byte aligned */
+    float *dst;
+    size_t dst_stride;         /* floats per column of dst */
+};
+
+typedef void (*pk_tile_fn)(const struct pk_tile *t);
+typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
+
+/* Columns per call of each quantized kernel. */
+#define PK_COLS_Q8 8
+#define PK_COLS_K 4
+
+struct pk_kernels {
+    pk_tile_fn q4_0, q8_0, q4_K, q6_K;
+    pk_f16_item_fn f16;
+};
+
+/* The micro-kernels this CPU runs, or NULL (cpu_packed_x86.c). */
+const struct pk_kernels *pk_kernels_x86(void);
+
+#endif

@@ -1,0 +1,515 @@
+/*
+ * AVX-512 (F, BW, VL, DQ, VNNI) micro-kernels of the packed matrix products
+ * (cpu_packed.h, layouts in cpu_packed_impl.h).
+ *
+ * Quantized tiles: a 512-bit register holds the lanes of 4 rows (dword 4r + k
+ * = b1892's lane k of row r), so every instruction works on 4 outputs of one
+ * column: vpdpbusd forms the integer lanes of a block (starting from the
+ * activations' bias correction), vcvtdq2ps and one vfmadd231ps with the
+ * rows' scales times the column's fuse them into the float lanes, block by
+ * block. Lanes 0-3 and 4-7 of a row sit in two accumulators; at the end they
+ * are added (lane k onto k + 4) and reduced per row as hsum_float_8.
+ *
+ * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
+ * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
+ * elements; the reduction is quant_float.c's.
+ */
+#include "backend/cpu/cpu_packed_impl.h"
+
+#include "core/cpu_features.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+
+#include <string.h>
+
+#include "core/fp16.h"
+
+#define PK_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
+#define PK_FN static inline __attribute__((target(PK_TARGET), always_inline))
+#define PK_KERNEL static __attribute__((target(PK_TARGET)))
+/* Loops over a tile's rows, columns and a block's chunks are unrolled even
+ * at -O2 (the Ruby gem's build): their accumulators must live in registers. */
+#define PK_UNROLL _Pragma("GCC unroll 16")
+
+/* How far ahead matrix-vector kernels prefetch their weights. */
+#define PK_PREFETCH_BYTES 16384
+
+/* The 4 rows' float scales (halves at p) spread to the rows' 4 lanes each. */
+PK_FN __m512 pk_row_scales(const void *p) {
+    const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p));
+    return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
+                                 _mm512_castps128_ps512(d));
+}
+
+/* Matrix-vector kernels stream their weights from memory once: each block
+ * asks for the lines PK_PREFETCH_BYTES ahead of its own. */
+PK_FN void pk_prefetch(const uint8_t *block, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) {
+        _mm_prefetch((const char *)block + o + PK_PREFETCH_BYTES, _MM_HINT_T1);
+        _mm_prefetch((const char *)block + o + 2048, _MM_HINT_T0);
+    }
+}
+
+PK_FN __m512i pk_bcast128(const void *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
+
+/* Row r's hsum_float_8 of lanes lo (0-3) and hi (4-7) for the 4 rows: lane k
+ * onto k + 4, then (l0 + l2) + (l1 + l3); with `mins` (Q4_K) plus the row's 4
+ * min lanes in m reduced as (m0 + m2) + (m1 + m3). The 4 results to
+ * dst[0..nrows). */
+PK_FN void pk_store_rows(__m512 lo, __m512 hi, __m512 m, float *dst, int nrows, bool mins) {
+    const __m512 s = _mm512_add_ps(lo, hi);
+    const __m512 t = _mm512_add_ps(s, _mm512_permute_ps(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    __m512 u = _mm512_add_ps(t, _mm512_permute_ps(t, _MM_SHUFFLE(2, 3, 0, 1)));
+    if (mins) {
+        const __m512 tm = _mm512_add_ps(m, _mm512_permute_ps(m, _MM_SHUFFLE(1, 0, 3, 2)));
+        u = _mm512_add_ps(u, _mm512_add_ps(tm, _mm512_permute_ps(tm, _MM_SHUFFLE(2, 3, 0, 1))));
+    }
+    const __m128 r = _mm512_castps512_ps128(
+        _mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), u));
+    _mm_mask_storeu_ps(dst, (__mmask8)((1u << nrows) - 1), r);
+}
+
+/* Q4_0 / Q8_0 rows against PK_ACT_Q8 columns; C is a constant after inlining. */
+PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
+    const int64_t nb = t->nb;
+    const size_t qbytes = q4 ? 64 : 128;
+    __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8];
+    PK_UNROLL
+    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        __m512i lo, hi;
+        if (q4) {
+            const __m512i q = _mm512_loadu_si512(t->q + qbytes * i), m4 = _mm512_set1_epi8(0x0F);
+            lo = _mm512_and_si512(q, m4);
+            hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
+        } else {
+            lo = _mm512_loadu_si512(t->q + qbytes * i);
+            hi = _mm512_loadu_si512(t->q + qbytes * i + 64);
+        }
+        const __m512 dx = pk_row_scales(t->hdr + 8 * i);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8 + c;
+            const __m512i ilo = _mm512_dpbusd_epi32(pk_bcast128(a->corr), lo, pk_bcast128(a->qs));
+            const __m512i ihi = _mm512_dpbusd_epi32(pk_bcast128(a->corr + 4), hi, pk_bcast128(a->qs + 16));
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+            acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ilo), acc_lo[c]);
+            acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ihi), acc_hi[c]);
+        }
+    }
+    PK_UNROLL
+    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
+}
+
+/* Matrix-vector: G groups (G x 4 rows, consecutive in memory) against one
+ * column, the column's loads shared; each group's outputs follow the same
+ * operations as in pk_q8fam_tile. More independent rows in flight keep
+ * more of the weights' stream moving. */
+PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const bool q4) {
+    const int64_t nb = t->nb;
+    const size_t qbytes = q4 ? 64 : 128;
+    __m512 acc_lo[2], acc_hi[2];
+    PK_UNROLL
+    for (int g = 0; g < G; g++) acc_lo[g] = acc_hi[g] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; i++) {
+        const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8;
+        const __m512i ylo = pk_bcast128(a->qs), yhi = pk_bcast128(a->qs + 16);
+        const __m512i clo = pk_bcast128(a->corr), chi = pk_bcast128(a->corr + 4);
+        const __m512 dy = _mm512_set1_ps(a->d);
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
+            pk_prefetch(q, qbytes);
+            __m512i lo, hi;
+            if (q4) {
+                const __m512i z = _mm512_loadu_si512(q), m4 = _mm512_set1_epi8(0x0F);
+                lo = _mm512_and_si512(z, m4);
+                hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+            } else {
+                lo = _mm512_loadu_si512(q);
+                hi = _mm512_loadu_si512(q + 64);
+            }
+            const __m512 d = _mm512_mul_ps(pk_row_scales(t->hdr + g * t->group_bytes + 8 * i), dy);
+            acc_lo[g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(clo, lo, ylo)), acc_lo[g]);
+            acc_hi[g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(chi, hi, yhi)), acc_hi[g]);
+        }
+    }
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
+        pk_store_rows(acc_lo[g], acc_hi[g], acc_lo[g], t->dst + PK_ROWS * g, nrows, false);
+    }
+}
+
+#define PK_DISPATCH_8(body)                   \
+    switch (t->ncols) {                       \
+        case 1: body(1); break;               \
+        case 2: body(2); break;               \
+        case 3: body(3); break;               \
+        case 4: body(4); break;               \
+        case 5: body(5); break;               \
+        case 6: body(6); break;               \
+        case 7: body(7); break;               \
+        default: body(8); break;              \
+    }
+#define PK_DISPATCH_4(body)                   \
+    switch (t->ncols) {                       \
+        case 1: body(1); break;               \
+        case 2: body(2); break;               \
+        case 3: body(3); break;               \
+        default: body(4); break;              \
+    }
+
+PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) {
+    if (t->ncols == 1) {
+        if (t->ngroups == 2) pk_q8fam_vec(t, 2, true);
+        else pk_q8fam_vec(t, 1, true);
+        return;
+    }
+#define PK_Q4_0(C) pk_q8fam_tile(t, C, true)
+    PK_DISPATCH_8(PK_Q4_0)
+#undef PK_Q4_0
+}
+
+PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) {
+    if (t->ncols == 1) {
+        if (t->ngroups == 2) pk_q8fam_vec(t, 2, false);
+        else pk_q8fam_vec(t, 1, false);
+        return;
+    }
+#define PK_Q8_0(C) pk_q8fam_tile(t, C, false)
+    PK_DISPATCH_8(PK_Q8_0)
+#undef PK_Q8_0
+}
+
+/* ---- k-quants ------------------------------------------------------------------------------
+ * The integer lanes of a 256-block take a scale per 16 or 32 elements: the
+ * byte products become 16-bit pair sums (vpmaddubsw, exact for these ranges)
+ * and vpdpwssd multiplies them by the rows' scales (each row's scale in all
+ * words of its 128-bit lane) into the lanes. */
+
+/* The rows' unsigned byte scales s[0..3] (at p) as words, row r's in lane r. */
+PK_FN __m512i pk_scale_words_u8(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    const __m512i ctrl = _mm512_set_epi64(0x8003800380038003LL, 0x8003800380038003LL, 0x8002800280028002LL,
+                                          0x8002800280028002LL, 0x8001800180018001LL, 0x8001800180018001LL,
+                                          0x8000800080008000LL, 0x8000800080008000LL);
+    return _mm512_shuffle_epi8(_mm512_set1_epi32((int)v), ctrl);
+}
+
+/* The same for signed byte scales: placed in the high byte, then shifted down. */
+PK_FN __m512i pk_scale_words_i8(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    const __m512i ctrl = _mm512_set_epi64(0x0380038003800380LL, 0x0380038003800380LL, 0x0280028002800280LL,
+                                          0x0280028002800280LL, 0x0180018001800180LL, 0x0180018001800180LL,
+                                          0x0080008000800080LL, 0x0080008000800080LL);
+    return _mm512_srai_epi16(_mm512_shuffle_epi8(_mm512_set1_epi32((int)v), ctrl), 8);
+}
+
+PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16(u, pk_bcast128(y)); }
+
+/* The k-quant tiles take G groups x C columns (G C <= PK_COLS_K): C columns
+ * for prompts, or with one column G = 2 groups, more rows in flight while
+ * the weights stream. Accumulator gc = g C + c; group g's rows at
+ * t->hdr/q + g group_bytes, its outputs at dst + 4 g. */
+#define PK_GC(g, c) ((g) * C + (c))
+
+/* Q4_K: lanes from the 8 per-32 scales, and the mins: per row 4 lanes
+ * mn[2k] (bs[4k] + bs[4k+1]) + mn[2k+1] (bs[4k+2] + bs[4k+3]) fused with
+ * -d_y dmin into their own accumulator, added after the lanes' reduction. */
+PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
+    __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
+    PK_UNROLL
+    for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = acc_m[gc] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    for (int64_t i = 0; i < t->nb; i++) {
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 80 * i, *q = t->q + g * t->group_bytes + 512 * i;
+            if (C == 1) pk_prefetch(q, 512);
+            __m512i l0[PK_COLS_K], l1[PK_COLS_K];
+            PK_UNROLL
+            for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+            PK_UNROLL
+            for (int j = 0; j < 4; j++) {
+                const __m512i s_lo = pk_scale_words_u8(hdr + 16 + 8 * j), s_hi = pk_scale_words_u8(hdr + 20 + 8 * j);
+                PK_UNROLL
+                for (int h = 0; h < 2; h++) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
+                    const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                    PK_UNROLL
+                    for (int c = 0; c < C; c++) {
+                        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                        __m512i *l = h ? &l1[c] : &l0[c];
+                        *l = _mm512_dpwssd_epi32(*l, pk_pairs(lo, a->qs + 64 * j + 16 * h), s_lo);
+                        *l = _mm512_dpwssd_epi32(*l, pk_pairs(hi, a->qs + 64 * j + 32 + 16 * h), s_hi);
+                    }
+                }
+            }
+            const __m512 dx = pk_row_scales(hdr), dmx = pk_row_scales(hdr + 8);
+            const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 48)));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                const __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
+                acc_m[PK_GC(g, c)] = _mm512_fmadd_ps(_mm512_mul_ps(dmx, _mm512_set1_ps(-a->d)), _mm512_cvtepi32_ps(m),
+                                                     acc_m[PK_GC(g, c)]);
+                const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+                acc_lo[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[PK_GC(g, c)]);
+                acc_hi[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[PK_GC(g, c)]);
+            }
+        }
+    }
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            pk_store_rows(acc_lo[PK_GC(g, c)], acc_hi[PK_GC(g, c)], acc_m[PK_GC(g, c)],
+                          t->dst + c * t->dst_stride + PK_ROWS * g, nrows, true);
+        }
+    }
+}
+
+/* Q6_K: quants 0..63 (the -32 offset comes back through the activations'
+ * corr6 sums, weighted by the same scales), signed scale per 16. */
+PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
+    __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K];
+    PK_UNROLL
+    for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = _mm512_setzero_ps();
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    for (int64_t i = 0; i < t->nb; i++) {
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 72 * i, *q = t->q + g * t->group_bytes + 768 * i;
+            if (C == 1) pk_prefetch(q, 768);
+            __m512i l0[PK_COLS_K], l1[PK_COLS_K];
+            PK_UNROLL
+            for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+            PK_UNROLL
+            for (int n = 0; n < 2; n++) {
+                PK_UNROLL
+                for (int h = 0; h < 2; h++) {
+                    const uint8_t *z = q + 192 * (2 * n + h);
+                    const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
+                    const __m512i qh = _mm512_loadu_si512(z + 128);
+                    /* (a & 0x0F) | (b & 0x30): vpternlogd with the 0x0F mask, b masked first */
+                    const __m512i u[4] = {
+                        _mm512_ternarylogic_epi32(n02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xEC),
+                        _mm512_ternarylogic_epi32(n13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xEC),
+                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(n02, 4), _mm512_and_si512(qh, m30), m4, 0xEC),
+                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(n13, 4),
+                                                  _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m4, 0xEC),
+                    };
+                    __m512i s[4];
+                    PK_UNROLL
+                    for (int k = 0; k < 4; k++) s[k] = pk_scale_words_i8(hdr + 8 + 4 * (2 * (4 * n + k) + h));
+                    const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
+                    const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
+                    PK_UNROLL
+                    for (int c = 0; c < C; c++) {
+                        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                        __m512i l = h ? l1[c] : l0[c];
+                        PK_UNROLL
+                        for (int k = 0; k < 4; k++) {
+                            l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
+                        }
+                        l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
+                        l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
+                        if (h) l1[c] = l; else l0[c] = l;
+                    }
+                }
+            }
+            const __m512 dx = pk_row_scales(hdr);
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+                acc_lo[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[PK_GC(g, c)]);
+                acc_hi[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[PK_GC(g, c)]);
+            }
+        }
+    }
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            pk_store_rows(acc_lo[PK_GC(g, c)], acc_hi[PK_GC(g, c)], acc_lo[PK_GC(g, c)],
+                          t->dst + c * t->dst_stride + PK_ROWS * g, nrows, false);
+        }
+    }
+}
+
+#undef PK_GC
+
+PK_KERNEL void pk_q4_K_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_q4_K_tile_gc(t, 2, 1);
+        return;
+    }
+#define PK_Q4_K(C) pk_q4_K_tile_gc(t, 1, C)
+    PK_DISPATCH_4(PK_Q4_K)
+#undef PK_Q4_K
+}
+
+PK_KERNEL void pk_q6_K_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_q6_K_tile_gc(t, 2, 1);
+        return;
+    }
+#define PK_Q6_K(C) pk_q6_K_tile_gc(t, 1, C)
+    PK_DISPATCH_4(PK_Q6_K)
+#undef PK_Q6_K
+}
+
+/* ---- F16 ------------------------------------------------------------------------------- */
+
+PK_FN __m512 pk_load_w(const void *w, bool f16, size_t i) {
+    if (f16) return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)((const fp16_t *)w + i)));
+    return _mm512_loadu_ps((const float *)w + i);
+}
+
+/* quant_float.c's reduction of the accumulators [a0 | a1] and [a2 | a3]:
+ * lane-wise (a0 + a2) + (a1 + a3), upper 4 lanes onto the lower 4, then
+ * (l0 + l1) + (l2 + l3). */
+PK_FN float pk_f16_reduce(__m512 a01, __m512 a23) {
+    const __m512 s = _mm512_add_ps(a01, a23);
+    const __m256 a = _mm256_add_ps(_mm512_castps512_ps256(s), _mm512_extractf32x8_ps(s, 1));
+    const __m128 t = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    const __m128 p = _mm_add_ps(t, _mm_movehdup_ps(t));
+    return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehl_ps(p, p)));
+}
+
+/* Tiles of PK_F16_TR rows x up to PK_F16_TC columns. */
+#define PK_F16_TR 2
+#define PK_F16_TC PK_F16_TILE_COLS
+
+/* An R x C tile over n elements (a multiple of 32): row r of the weights at
+ * w + r ws (halves if f16, else floats), column c at act + c as. The outputs'
+ * lanes start at zero (first) or from acc, and end reduced into dst (last)
+ * or back in acc; output (r, c) at acc + (r PK_F16_TC + c) 32. */
+PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, size_t as, int64_t n, float *acc,
+                       bool first, bool last, float *dst, size_t ds, const int R, const int C) {
+    __m512 a01[PK_F16_TR][PK_F16_TC], a23[PK_F16_TR][PK_F16_TC];
+    PK_UNROLL
+    for (int r = 0; r < R; r++) {
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            if (first) {
+                a01[r][c] = a23[r][c] = _mm512_setzero_ps();
+            } else {
+                a01[r][c] = _mm512_load_ps(acc + (r * PK_F16_TC + c) * 32);
+                a23[r][c] = _mm512_load_ps(acc + (r * PK_F16_TC + c) * 32 + 16);
+            }
+        }
+    }
+    for (int64_t k = 0; k < n; k += 32) {
+        __m512 x0[PK_F16_TR], x1[PK_F16_TR];
+        PK_UNROLL
+        for (int r = 0; r < R; r++) {
+            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64); /* read in place: streaming */
+            x0[r] = pk_load_w(w, f16, r * ws + k);
+            x1[r] = pk_load_w(w, f16, r * ws + k + 16);
+        }
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            /* one load per column vector, shared by the rows (not folded into each fma) */
+            __m512 y0 = _mm512_loadu_ps(act + c * as + k), y1 = _mm512_loadu_ps(act + c * as + k + 16);
+            __asm__("" : "+v"(y0), "+v"(y1));
+            PK_UNROLL
+            for (int r = 0; r < R; r++) a01[r][c] = _mm512_fmadd_ps(x0[r], y0, a01[r][c]);
+            PK_UNROLL
+            for (int r = 0; r < R; r++) a23[r][c] = _mm512_fmadd_ps(x1[r], y1, a23[r][c]);
+        }
+    }
+    PK_UNROLL
+    for (int c = 0; c < C; c++) {
+        PK_UNROLL
+        for (int r = 0; r < R; r++) {
+            if (last) {
+                dst[c * ds + r] = pk_f16_reduce(a01[r][c], a23[r][c]);
+            } else {
+                _mm512_store_ps(acc + (r * PK_F16_TC + c) * 32, a01[r][c]);
+                _mm512_store_ps(acc + (r * PK_F16_TC + c) * 32 + 16, a23[r][c]);
+            }
+        }
+    }
+}
+
+/* The tile with R and C as constants (full tiles take the first case). */
+PK_FN void pk_f16_tile_any(const void *w, bool f16, size_t ws, const float *act, size_t as, int64_t n, float *acc,
+                           bool first, bool last, float *dst, size_t ds, int R, int C) {
+#define PK_F16_T(r, c) pk_f16_tile(w, f16, ws, act, as, n, acc, first, last, dst, ds, r, c)
+    if (R == 2) {
+        switch (C) {
+            case 6: PK_F16_T(2, 6); break;
+            case 5: PK_F16_T(2, 5); break;
+            case 4: PK_F16_T(2, 4); break;
+            case 3: PK_F16_T(2, 3); break;
+            case 2: PK_F16_T(2, 2); break;
+            default: PK_F16_T(2, 1); break;
+        }
+    } else {
+        switch (C) {
+            case 6: PK_F16_T(1, 6); break;
+            case 5: PK_F16_T(1, 5); break;
+            case 4: PK_F16_T(1, 4); break;
+            case 3: PK_F16_T(1, 3); break;
+            case 2: PK_F16_T(1, 2); break;
+            default: PK_F16_T(1, 1); break;
+        }
+    }
+#undef PK_F16_T
+}
+
+PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
+    const int64_t k = it->k;
+    const size_t ks = pk_f16_stride(k);
+    if (it->ncols < PK_F16_MIN_COLS) {  /* matrix-vector: halves in place, one pass */
+        for (int r = 0; r < it->nrows; r += PK_F16_TR) {
+            const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
+            pk_f16_tile_any(it->w + r * it->w_stride, true, it->w_stride, it->act, ks, k, NULL, true, true,
+                            it->dst + r, it->dst_stride, R, it->ncols);
+        }
+        return;
+    }
+    /* the rows as floats once; then per tile column, k blocks over all row pairs
+     * (the column tile's accumulators and k block stay in L1) */
+    float *wf = it->scratch, *acc = it->scratch + (size_t)it->nrows * ks;
+    for (int r = 0; r < it->nrows; r++) {
+        for (int64_t e = 0; e < k; e += 16) _mm512_store_ps(wf + r * ks + e, pk_load_w(it->w, true, r * it->w_stride + e));
+    }
+    for (int c = 0; c < it->ncols; c += PK_F16_TC) {
+        const int C = it->ncols - c < PK_F16_TC ? it->ncols - c : PK_F16_TC;
+        for (int64_t k0 = 0; k0 < k; k0 += PK_F16_KB) {
+            const int64_t n = k - k0 < PK_F16_KB ? k - k0 : PK_F16_KB;
+            for (int r = 0; r < it->nrows; r += PK_F16_TR) {
+                const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
+                pk_f16_tile_any(wf + r * ks + k0, false, ks, it->act + c * ks + k0, ks, n,
+                                acc + r * PK_F16_TC * 32, k0 == 0, k0 + n == k, it->dst + c * it->dst_stride + r,
+                                it->dst_stride, R, C);
+            }
+        }
+    }
+}
+
+static const struct pk_kernels pk_avx512 = {
+    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
+};
+
+const struct pk_kernels *pk_kernels_x86(void) {
+    const struct cpu_features *f = cpu_features_get();
+    const bool ok = f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
+                    f->avx512vnni;
+    return ok ? &pk_avx512 : NULL;
+}
+
+#else
+
+const struct pk_kernels *pk_kernels_x86(void) { return NULL; }
+
+#endif

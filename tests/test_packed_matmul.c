@@ -1,0 +1,161 @@
+/*
+ * The fast matrix products (backend/cpu/cpu_packed.h) against the reference
+ * definition, bit for bit: every output of mul_mat must equal the scalar
+ * vec_dot of the weight row and the activation column converted by the
+ * scalar vec_dot_type quantizer (what b1892 computes). Weights are quantized
+ * random floats or random quant bytes (every quant value) with finite
+ * scales. Shapes cover
+ * partial row groups and column tiles, one column (generation) and many
+ * (prompts), 1-3 threads, F16 weights with broadcast slices and strided rows,
+ * and a weight whose packed copy went stale (its data pointer changed).
+ * Under LLAMAC_SIMD=scalar nothing is packed and the same comparisons check
+ * the reference path.
+ */
+#include "test_util.h"
+#include "quant_test_util.h"
+
+#include "backend/cpu/cpu_compute.h"
+#include "backend/cpu/cpu_packed.h"
+#include "quant/quant.h"
+#include "tensor/tensor.h"
+
+static uint64_t g_rng = 777;
+
+/* Quantized random floats, or (random_bytes) any quant bytes with finite scales. */
+static void fill_weight(struct tensor *w, bool random_bytes) {
+    const int64_t k = w->ne[0], rows = tensor_nrows(w);
+    if (random_bytes && type_traits_get(w->type)->is_quantized) {
+        for (size_t i = 0; i < tensor_nbytes(w); i++) ((uint8_t *)w->data)[i] = (uint8_t)test_rand_u64(&g_rng);
+        for (int64_t r = 0; r < rows; r++) quant_test_fix_scales(w->type, (uint8_t *)w->data + r * w->nb[1], k, &g_rng);
+        return;
+    }
+    float *src = malloc((size_t)(k * rows) * sizeof(float));
+    float *imatrix = malloc((size_t)k * sizeof(float));
+    for (int64_t i = 0; i < k * rows; i++) src[i] = test_rand_uniform(&g_rng, -1.0f, 1.0f);
+    for (int64_t i = 0; i < k; i++) imatrix[i] = test_rand_uniform(&g_rng, 0.5f, 1.5f);
+    if (w->type == GGML_TYPE_F32) {
+        memcpy(w->data, src, (size_t)(k * rows) * sizeof(float));
+    } else {
+        CHECK(quant_quantize_chunk(w->type, src, w->data, 0, rows, k, NULL, imatrix) > 0);
+    }
+    free(src);
+    free(imatrix);
+}
+
+/* The reference value of out[i0, i1, i2, i3]. */
+static float reference(const struct tensor *w, const struct tensor *x, int64_t i0, int64_t i1, int64_t i2, int64_t i3) {
+    const struct type_traits *wt = type_traits_scalar_get(w->type);
+    const struct type_traits *at = type_traits_scalar_get(wt->vec_dot_type);
+    const int64_t k = w->ne[0];
+    uint8_t *col = malloc((size_t)k * 4 + 64);
+    const float *xc = (const float *)((const char *)x->data + i1 * x->nb[1] + i2 * x->nb[2] + i3 * x->nb[3]);
+    at->from_float(xc, col, k);
+    const char *row = (const char *)w->data + i0 * w->nb[1] + (i2 / (x->ne[2] / w->ne[2])) * w->nb[2] +
+                      (i3 / (x->ne[3] / w->ne[3])) * w->nb[3];
+    float s;
+    wt->vec_dot(k, &s, row, col);
+    free(col);
+    return s;
+}
+
+static int check_product(struct cpu_threadpool *pool, struct tensor_ctx *ctx, struct tensor *w, struct tensor *x,
+                         const char *what) {
+    struct tensor *out = op_mul_mat(ctx, w, x);
+    struct graph *g = graph_new(ctx, 8);
+    CHECK(graph_build_forward(g, out));
+    int bad = 0;
+    for (int nt = 1; nt <= 3; nt++) {
+        memset(out->data, 0xff, tensor_nbytes(out));
+        CHECK(cpu_graph_compute(pool, g, nt, NULL, NULL));
+        for (int64_t i3 = 0; i3 < out->ne[3]; i3++)
+            for (int64_t i2 = 0; i2 < out->ne[2]; i2++)
+                for (int64_t i1 = 0; i1 < out->ne[1]; i1++)
+                    for (int64_t i0 = 0; i0 < out->ne[0]; i0++) {
+                        float got;
+                        memcpy(&got, (char *)out->data + i0 * 4 + i1 * out->nb[1] + i2 * out->nb[2] + i3 * out->nb[3], 4);
+                        const float want = reference(w, x, i0, i1, i2, i3);
+                        if (memcmp(&got, &want, 4) != 0 && bad++ < 3) {
+                            fprintf(stderr,
+                                    "%s %s (%lld x %lld x %lld, %d threads) [%lld %lld %lld %lld]: %.9g, reference %.9g\n",
+                                    what, type_name(w->type), (long long)w->ne[0], (long long)w->ne[1], (long long)x->ne[1],
+                                    nt, (long long)i0, (long long)i1, (long long)i2, (long long)i3, got, want);
+                        }
+                    }
+    }
+    CHECK_MSG(bad == 0, "%s %s: %d outputs differ from the reference", what, type_name(w->type), bad);
+    return bad;
+}
+
+static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
+    static const int64_t ks[] = { 32, 96, 256, 768, 2048 };
+    static const int64_t ns[] = { 1, 4, 7, 18 };
+    static const int64_t ms[] = { 1, 3, 8, 13 };
+    int n_checked = 0, n_packed = 0;
+    for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++) {
+        if (ks[a] % type_traits_get(type)->blck_size != 0) continue;
+        for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
+            for (size_t c = 0; c < sizeof ms / sizeof ms[0]; c++) {
+                struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
+                struct tensor *w = tensor_new_2d(ctx, type, ks[a], ns[b]);
+                struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, ks[a], ms[c]);
+                fill_weight(w, c % 2 == 1);
+                for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+                CHECK(cpu_repack_weight(w));
+                n_packed += w->extra != NULL;
+                check_product(pool, ctx, w, x, "2-d");
+                n_checked++;
+                cpu_repack_release(w);
+                tensor_ctx_free(ctx);
+            }
+        }
+    }
+    printf("  %-5s %d shapes, %d with packed weights%s\n", type_name(type), n_checked, n_packed,
+           cpu_packed_type(type) ? "" : " (type not packed here)");
+}
+
+/* F16 weights as attention uses them: slices broadcast over the heads, rows strided. */
+static void check_f16_slices(struct cpu_threadpool *pool) {
+    struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
+    struct tensor *base = tensor_new_4d(ctx, GGML_TYPE_F16, 96, 11, 2, 1);
+    fill_weight(base, false);
+    struct tensor *w = tensor_view_4d(ctx, base, 64, 11, 2, 1, base->nb[1], base->nb[2], base->nb[3], 0);
+    struct tensor *x = tensor_new_4d(ctx, GGML_TYPE_F32, 64, 9, 4, 1);
+    for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+    check_product(pool, ctx, w, x, "f16 slices, strided rows");
+    tensor_ctx_free(ctx);
+}
+
+/* A packed weight whose data moved (LoRA copies it) must not use the stale copy. */
+static void check_stale(struct cpu_threadpool *pool) {
+    if (!cpu_packed_type(GGML_TYPE_Q4_0)) return;
+    struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
+    struct tensor *w = tensor_new_2d(ctx, GGML_TYPE_Q4_0, 64, 8);
+    struct tensor *w2 = tensor_new_2d(ctx, GGML_TYPE_Q4_0, 64, 8);
+    struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 64, 3);
+    fill_weight(w, false);
+    fill_weight(w2, true);
+    for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+    CHECK(cpu_repack_weight(w));
+    CHECK(cpu_packed_current(w));
+    void *orig = w->data;
+    w->data = w2->data;
+    CHECK(!cpu_packed_current(w));
+    check_product(pool, ctx, w, x, "stale packed copy");
+    CHECK(cpu_repack_weight(w));   /* packing again follows the new data */
+    CHECK(cpu_packed_current(w));
+    check_product(pool, ctx, w, x, "repacked");
+    w->data = orig;
+    cpu_repack_release(w);
+    CHECK(w->extra == NULL);
+    tensor_ctx_free(ctx);
+}
+
+int main(void) {
+    struct cpu_threadpool *pool = cpu_threadpool_new(3);
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
+    check_f16_slices(pool);
+    check_stale(pool);
+    cpu_threadpool_free(pool);
+    return test_finish("test_packed_matmul");
+}
