@@ -10,6 +10,13 @@
  * block. Lanes 0-3 and 4-7 of a row sit in two accumulators; at the end they
  * are added (lane k onto k + 4) and reduced per row as hsum_float_8.
  *
+ * Fast-mode tiles (Q4_0, Q8_0 in groups of 16 rows): dword lane r of a
+ * register is row r, so a block takes 8 vpdpbusd (4 activation bytes
+ * broadcast from memory each, from the column's correction on) per column,
+ * then one vcvtdq2ps, one vmulps (the 16 rows' scales times the column's)
+ * and one vfmadd231ps; the weights of a block (Q4_0 nibbles unpacked once)
+ * are shared by the tile's columns, and the accumulators are the outputs.
+ *
  * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
  * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
  * elements; the reduction is quant_float.c's.
@@ -142,6 +149,60 @@ PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const bool q4) {
     }
 }
 
+/* Fast mode: G groups of 16 rows x C columns (G C <= PK_COLS_FAST; G = 2
+ * only with one column, for more rows in flight while the weights stream).
+ * Each output follows cpu_fast_mode_dot's operations: the block's exact
+ * integer sum (the unsigned weights' products plus the activations'
+ * correction), converted, times d_w d_a rounded, fused into the output's
+ * accumulator in block order. */
+PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q4) {
+    const size_t qbytes = q4 ? 256 : 512;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[PK_COLS_FAST];
+    PK_UNROLL
+    for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST;
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
+            if (C == 1) pk_prefetch(q, qbytes);
+            __m512i w[8];
+            if (q4) {
+                PK_UNROLL
+                for (int j = 0; j < 4; j++) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * j);
+                    w[j] = _mm512_and_si512(z, m4);
+                    w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                }
+            } else {
+                PK_UNROLL
+                for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
+            }
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t->hdr + g * t->group_bytes + 32 * i)));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                __m512i isum = _mm512_set1_epi32(a[c].corr);
+                PK_UNROLL
+                for (int j = 0; j < 8; j++) {
+                    int32_t y;
+                    memcpy(&y, a[c].qs + 4 * j, 4);
+                    isum = _mm512_dpbusd_epi32(isum, w[j], _mm512_set1_epi32(y));
+                }
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[g * C + c]);
+            }
+        }
+    }
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
+        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+    }
+}
+
 #define PK_DISPATCH_8(body)                   \
     switch (t->ncols) {                       \
         case 1: body(1); break;               \
@@ -181,6 +242,26 @@ PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) {
 #define PK_Q8_0(C) pk_q8fam_tile(t, C, false)
     PK_DISPATCH_8(PK_Q8_0)
 #undef PK_Q8_0
+}
+
+PK_KERNEL void pk_q4_0_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_fast_tile_gc(t, 2, 1, true);
+        return;
+    }
+#define PK_Q4_0_FAST(C) pk_fast_tile_gc(t, 1, C, true)
+    PK_DISPATCH_8(PK_Q4_0_FAST)
+#undef PK_Q4_0_FAST
+}
+
+PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_fast_tile_gc(t, 2, 1, false);
+        return;
+    }
+#define PK_Q8_0_FAST(C) pk_fast_tile_gc(t, 1, C, false)
+    PK_DISPATCH_8(PK_Q8_0_FAST)
+#undef PK_Q8_0_FAST
 }
 
 /* ---- k-quants ------------------------------------------------------------------------------
@@ -501,15 +582,23 @@ static const struct pk_kernels pk_avx512 = {
     .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
 };
 
-const struct pk_kernels *pk_kernels_x86(void) {
+static const struct pk_kernels pk_avx512_fast = {
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile,
+    .f16 = pk_f16_item,
+};
+
+const struct pk_kernels *pk_kernels_x86(bool fast) {
     const struct cpu_features *f = cpu_features_get();
     const bool ok = f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
                     f->avx512vnni;
-    return ok ? &pk_avx512 : NULL;
+    return !ok ? NULL : fast ? &pk_avx512_fast : &pk_avx512;
 }
 
 #else
 
-const struct pk_kernels *pk_kernels_x86(void) { return NULL; }
+const struct pk_kernels *pk_kernels_x86(bool fast) {
+    (void)fast;
+    return NULL;
+}
 
 #endif
