@@ -180,17 +180,23 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
                 for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
             }
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t->hdr + g * t->group_bytes + 32 * i)));
+            /* step by step across the columns: C independent vpdpbusd chains in flight */
+            __m512i isum[PK_COLS_FAST];
             PK_UNROLL
-            for (int c = 0; c < C; c++) {
-                __m512i isum = _mm512_set1_epi32(a[c].corr);
+            for (int c = 0; c < C; c++) isum[c] = _mm512_set1_epi32(a[c].corr);
+            PK_UNROLL
+            for (int j = 0; j < 8; j++) {
                 PK_UNROLL
-                for (int j = 0; j < 8; j++) {
+                for (int c = 0; c < C; c++) {
                     int32_t y;
                     memcpy(&y, a[c].qs + 4 * j, 4);
-                    isum = _mm512_dpbusd_epi32(isum, w[j], _mm512_set1_epi32(y));
+                    isum[c] = _mm512_dpbusd_epi32(isum[c], w[j], _mm512_set1_epi32(y));
                 }
+            }
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
                 const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
-                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc[g * C + c]);
+                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
             }
         }
     }
