@@ -161,7 +161,7 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 /* Columns per call of each quantized kernel. */
 #define PK_COLS_Q8 8
 #define PK_COLS_K 4
-#define PK_COLS_FAST 8
+#define PK_COLS_FAST 12
 
 /* One table per mode: in fast mode q4_0 and q8_0 are the fast kernels (the
  * PK_FAST_ROWS layouts and pk_act_q8f columns). */

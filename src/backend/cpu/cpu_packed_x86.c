@@ -10,12 +10,14 @@
  * block. Lanes 0-3 and 4-7 of a row sit in two accumulators; at the end they
  * are added (lane k onto k + 4) and reduced per row as hsum_float_8.
  *
- * Fast-mode tiles (Q4_0, Q8_0 in groups of 16 rows): dword lane r of a
- * register is row r, so a block takes 8 vpdpbusd (4 activation bytes
- * broadcast from memory each, from the column's correction on) per column,
- * then one vcvtdq2ps, one vmulps (the 16 rows' scales times the column's)
- * and one vfmadd231ps; the weights of a block (Q4_0 nibbles unpacked once)
- * are shared by the tile's columns, and the accumulators are the outputs.
+ * Fast-mode tiles (Q4_0, Q8_0 in groups of 16 rows, up to 12 columns):
+ * dword lane r of a register is row r, so a block takes 8 vpdpbusd per
+ * column (each with 4 activation bytes broadcast by the instruction's own
+ * memory operand, from the column's correction on), then one vcvtdq2ps, one
+ * vmulps (the 16 rows' scales times the column's) and one vfmadd231ps. The
+ * 8 steps go across the columns, one weight register (4 elements of the 16
+ * rows; Q4_0 nibbles unpacked once) feeding every column's independent
+ * chain; the float accumulators are the outputs (no reduction).
  *
  * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
  * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
@@ -149,6 +151,15 @@ PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const bool q4) {
     }
 }
 
+/* acc += vpdpbusd(w, the 4 bytes at y in every lane), the bytes read by the
+ * instruction itself ({1to16}): one fused uop where GCC would emit a
+ * separate vpbroadcastd. */
+PK_FN void pk_dpbusd_bcast(__m512i *acc, __m512i w, const int8_t *y) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(w), "m"(*(const int32_t *)y));
+}
+
+_Static_assert(PK_COLS_FAST == 12, "PK_DISPATCH_FAST covers the fast column tile");
+
 /* Fast mode: G groups of 16 rows x C columns (G C <= PK_COLS_FAST; G = 2
  * only with one column, for more rows in flight while the weights stream).
  * Each output follows cpu_fast_mode_dot's operations: the block's exact
@@ -167,32 +178,27 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         for (int g = 0; g < G; g++) {
             const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
             if (C == 1) pk_prefetch(q, qbytes);
-            __m512i w[8];
-            if (q4) {
-                PK_UNROLL
-                for (int j = 0; j < 4; j++) {
-                    const __m512i z = _mm512_loadu_si512(q + 64 * j);
-                    w[j] = _mm512_and_si512(z, m4);
-                    w[4 + j] = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-                }
-            } else {
-                PK_UNROLL
-                for (int j = 0; j < 8; j++) w[j] = _mm512_loadu_si512(q + 64 * j);
-            }
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t->hdr + g * t->group_bytes + 32 * i)));
-            /* step by step across the columns: C independent vpdpbusd chains in flight */
+            /* step by step across the columns: C independent vpdpbusd chains
+             * in flight, each step's weights (4 elements of the 16 rows) in
+             * one register */
             __m512i isum[PK_COLS_FAST];
             PK_UNROLL
             for (int c = 0; c < C; c++) isum[c] = _mm512_set1_epi32(a[c].corr);
             PK_UNROLL
             for (int j = 0; j < 8; j++) {
+                __m512i w;
+                if (q4) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (j % 4));
+                    w = _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), m4);
+                } else {
+                    w = _mm512_loadu_si512(q + 64 * j);
+                }
                 PK_UNROLL
                 for (int c = 0; c < C; c++) {
-                    int32_t y;
-                    memcpy(&y, a[c].qs + 4 * j, 4);
-                    isum[c] = _mm512_dpbusd_epi32(isum[c], w[j], _mm512_set1_epi32(y));
+                    pk_dpbusd_bcast(&isum[c], w, a[c].qs + 4 * j);
                 }
             }
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t->hdr + g * t->group_bytes + 32 * i)));
             PK_UNROLL
             for (int c = 0; c < C; c++) {
                 const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
@@ -250,13 +256,29 @@ PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) {
 #undef PK_Q8_0
 }
 
+#define PK_DISPATCH_FAST(body)            \
+    switch (t->ncols) {                   \
+        case 1: body(1); break;           \
+        case 2: body(2); break;           \
+        case 3: body(3); break;           \
+        case 4: body(4); break;           \
+        case 5: body(5); break;           \
+        case 6: body(6); break;           \
+        case 7: body(7); break;           \
+        case 8: body(8); break;           \
+        case 9: body(9); break;           \
+        case 10: body(10); break;         \
+        case 11: body(11); break;         \
+        default: body(12); break;         \
+    }
+
 PK_KERNEL void pk_q4_0_fast_tile(const struct pk_tile *t) {
     if (t->ncols == 1 && t->ngroups == 2) {
         pk_fast_tile_gc(t, 2, 1, true);
         return;
     }
 #define PK_Q4_0_FAST(C) pk_fast_tile_gc(t, 1, C, true)
-    PK_DISPATCH_8(PK_Q4_0_FAST)
+    PK_DISPATCH_FAST(PK_Q4_0_FAST)
 #undef PK_Q4_0_FAST
 }
 
@@ -266,7 +288,7 @@ PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
         return;
     }
 #define PK_Q8_0_FAST(C) pk_fast_tile_gc(t, 1, C, false)
-    PK_DISPATCH_8(PK_Q8_0_FAST)
+    PK_DISPATCH_FAST(PK_Q8_0_FAST)
 #undef PK_Q8_0_FAST
 }
 
