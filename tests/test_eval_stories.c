@@ -29,8 +29,9 @@ static const struct variant k_variants[] = {
 };
 
 static void check_variant(const struct variant *v) {
-    const double tol = golden_fast_affects(v->model) ? v->fast_tol : v->tol;
-    const double tie_tol = golden_fast_affects(v->model) ? v->fast_tol : 0;
+    const bool fast = golden_fast_affects(test_require_shared(v->model));
+    const double tol = fast ? v->fast_tol : v->tol;
+    const double tie_tol = fast ? v->fast_tol : 0;
     cJSON *golden = golden_load(v->golden);
     struct llama_model_params mp = llama_model_default_params();
     struct llama_model *model = llama_load_model_from_file(test_require_shared(v->model), mp);

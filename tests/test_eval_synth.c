@@ -11,16 +11,16 @@
  * 7 significant digits and |logit| < 10, so 5e-6 (measured: 5e-7 everywhere).
  * A different summation order would show: one rounding moved across an F16
  * exp-table boundary moves logits by up to ~0.15 and can change a greedy token.
- * Under LLAMAC_MATMUL=fast (golden_eval.h) the files with Q4_0/Q8_0 weights
- * differ by up to 0.054 (measured; synth-moe-Q8_0, whose expert routing
- * amplifies it), so 0.1 there, and synth-moe-Q8_0 meets one near tie (b1892's
+ * Under LLAMAC_MATMUL=fast (golden_eval.h) the files with Q4_0, Q8_0 or Q4_K
+ * weights differ by up to 0.13 (measured: Q4_K_S, Q4_K-pure; Q4_0/Q8_0 files
+ * up to 0.054), so 0.2 there, and synth-moe-Q8_0 meets one near tie (b1892's
  * top two 0.0023 apart); every other file stays within 5e-6.
  */
 #include "golden_eval.h"
 
 static double g_worst_prompt, g_worst_greedy;
 
-#define FAST_TOL 0.1
+#define FAST_TOL 0.2
 
 static void check_models(const char *golden_rel, const char *dir, double exact_tol) {
     cJSON *golden = golden_load(golden_rel);
@@ -32,7 +32,8 @@ static void check_models(const char *golden_rel, const char *dir, double exact_t
         struct llama_model *model = llama_load_model_from_file(test_require_shared(rel), llama_model_default_params());
         CHECK_MSG(model != NULL, "%s does not load", file);
         if (!model) continue;
-        const double tol = golden_fast_affects(file) ? FAST_TOL : exact_tol;
+        const bool fast = golden_fast_affects(test_require_shared(rel));
+        const double tol = fast ? FAST_TOL : exact_tol;
         char desc[128];
         llama_model_desc(model, desc, sizeof desc);
         CHECK_STR_EQ(desc, cJSON_GetObjectItem(m, "model_desc")->valuestring);
@@ -45,7 +46,7 @@ static void check_models(const char *golden_rel, const char *dir, double exact_t
         int mismatch = 0, near_ties = 0;
         cJSON_ArrayForEach(prompt, cJSON_GetObjectItem(m, "prompts")) {
             struct golden_result r;
-            CHECK(golden_run_prompt(ctx, prompt, FEED_ONE_BATCH, golden_fast_affects(file) ? FAST_TOL : 0, &r));
+            CHECK(golden_run_prompt(ctx, prompt, FEED_ONE_BATCH, fast ? FAST_TOL : 0, &r));
             near_ties += r.n_near_ties;
             if (r.max_prompt_diff > worst_p) worst_p = r.max_prompt_diff;
             if (r.max_greedy_diff > worst_g) worst_g = r.max_greedy_diff;

@@ -1,10 +1,11 @@
 /*
  * The fast matrix-product mode (LLAMAC_MATMUL=fast, backend/cpu/cpu_packed.h)
  * against its scalar definition, bit for bit: every output of mul_mat with
- * Q4_0 or Q8_0 weights must equal cpu_fast_mode_dot of the weight row and the
- * activation column quantized to Q8_0 by the scalar quantizer. Random shapes
- * (rows 1..40: partial 16-row groups, two groups per call with one column;
- * columns 1..20: partial column tiles; k from 32) plus a few long rows, weights
+ * Q4_0, Q8_0 or Q4_K weights must equal cpu_fast_mode_dot of the weight row
+ * and the activation column quantized to Q8_0 (Q8_K) by the scalar quantizer.
+ * Random shapes (rows 1..40: partial 16-row groups, two groups per call with
+ * one column; columns 1..20: partial column tiles; k from one block) plus a
+ * few long rows, weights
  * quantized from random floats or random quant bytes (every quant value),
  * 1-3 threads. The mode is set here before anything reads it; without its
  * kernels (no AVX-512 VNNI, or LLAMAC_SIMD=scalar) the test is skipped.
@@ -47,11 +48,12 @@ static void check_shape(struct cpu_threadpool *pool, enum ggml_type type, int64_
     struct graph *g = graph_new(ctx, 8);
     CHECK(graph_build_forward(g, out));
 
-    /* the reference: columns quantized by the scalar Q8_0 quantizer */
-    block_q8_0 *colq = malloc((size_t)(k / 32) * sizeof(block_q8_0));
+    /* the reference: columns quantized by the scalar quantizer of the type's vec_dot_type */
+    const struct type_traits *at = type_traits_scalar_get(type_traits_scalar_get(type)->vec_dot_type);
+    void *colq = malloc((size_t)(k / at->blck_size) * at->type_size);
     float *want = malloc((size_t)(rows * cols) * sizeof(float));
     for (int64_t c = 0; c < cols; c++) {
-        type_traits_scalar_get(GGML_TYPE_Q8_0)->from_float((const float *)x->data + c * k, colq, k);
+        at->from_float((const float *)x->data + c * k, colq, k);
         for (int64_t r = 0; r < rows; r++) {
             want[c * rows + r] = cpu_fast_mode_dot(type, k, (const uint8_t *)w->data + r * w->nb[1], colq);
         }
@@ -110,20 +112,21 @@ int main(void) {
         return 77;
     }
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
-    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0 };
-    for (size_t t = 0; t < 2; t++) {
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K };
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const int64_t blck = type_traits_get(types[t])->blck_size;
         int n = 0;
         /* every row count with one and with many columns, then random shapes */
         for (int64_t rows = 1; rows <= 40; rows++) {
-            check_shape(pool, types[t], 32 * (1 + rows % 3), rows, 1 + (rows % 2) * 19, rows % 4 == 1);
+            check_shape(pool, types[t], blck * (1 + rows % 3), rows, 1 + (rows % 2) * 19, rows % 4 == 1);
             n++;
         }
         for (int64_t cols = 1; cols <= 20; cols++) {
-            check_shape(pool, types[t], 64, 16 + cols % 5, cols, cols % 2 == 0);
+            check_shape(pool, types[t], 2 * blck, 16 + cols % 5, cols, cols % 2 == 0);
             n++;
         }
         for (int s = 0; s < 40; s++) {
-            const int64_t k = 32 * (1 + (int64_t)(test_rand_u64(&g_rng) % 12));
+            const int64_t k = blck * (1 + (int64_t)(test_rand_u64(&g_rng) % (blck == 32 ? 12 : 4)));
             const int64_t rows = 1 + (int64_t)(test_rand_u64(&g_rng) % 40);
             const int64_t cols = 1 + (int64_t)(test_rand_u64(&g_rng) % 20);
             check_shape(pool, types[t], k, rows, cols, s % 2 == 0);
@@ -131,7 +134,7 @@ int main(void) {
         }
         /* long rows: large integer sums, many blocks */
         check_shape(pool, types[t], 2048, 37, 1, true);
-        check_shape(pool, types[t], 5632, 19, 11, true);
+        check_shape(pool, types[t], blck == 32 ? 5632 : 5376, 19, 11, true);
         check_shape(pool, types[t], 2048, 64, 9, false);
         n += 3;
         printf("  %-5s %d shapes checked against cpu_fast_mode_dot\n", type_name(types[t]), n);

@@ -55,8 +55,29 @@ bool cpu_fast_matmul_active(void) {
     return g_fast;
 }
 
-float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const void *col_q8_0) {
-    const block_q8_0 *y = col_q8_0;
+/* Q4_K: per super-block the scaled sub-block sums and the mins' sum, exact. */
+static float pk_fast_dot_q4_K(int64_t k, const block_q4_K *x, const block_q8_K *y) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < k / 256; i++) {
+        uint8_t sc[8], mn[8];
+        quant_k4_scales_mins(x[i].scales, sc, mn);
+        int32_t isum = 0, imin = 0;
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = x[i].qs + 32 * (j / 2);
+            int32_t s = 0;
+            for (int e = 0; e < 32; e++) s += (j % 2 ? q[e] >> 4 : q[e] & 0x0F) * y[i].qs[32 * j + e];
+            isum += sc[j] * s;
+            imin += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        acc = fmaf(fp16_to_fp32(x[i].d) * y[i].d, (float)isum, acc);
+        acc = fmaf(-(fp16_to_fp32(x[i].dmin) * y[i].d), (float)imin, acc);
+    }
+    return acc;
+}
+
+float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const void *col) {
+    if (type == GGML_TYPE_Q4_K) return pk_fast_dot_q4_K(k, row, col);
+    const block_q8_0 *y = col;
     float acc = 0.0f;
     for (int64_t i = 0; i < k / 32; i++) {
         int32_t isum = 0;
@@ -123,6 +144,20 @@ static void pk_pack_q8_0_fast(const void *block, int r, uint8_t *hdr, uint8_t *q
     }
 }
 
+static void pk_pack_q4_K_fast(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_K *b = block;
+    uint8_t sc[8], mn[8];
+    quant_k4_scales_mins(b->scales, sc, mn);
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(hdr + 32 + 2 * r, &b->dmin, 2);
+    for (int j = 0; j < 8; j++) hdr[64 + 16 * j + r] = sc[j];
+    for (int p = 0; p < 4; p++) {
+        hdr[192 + 32 * p + 2 * r] = mn[2 * p];
+        hdr[192 + 32 * p + 2 * r + 1] = mn[2 * p + 1];
+    }
+    for (int s = 0; s < 32; s++) memcpy(q + 64 * s + 4 * r, b->qs + 4 * s, 4);
+}
+
 static void pk_pack_q4_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     const block_q4_K *b = block;
     uint8_t sc[8], mn[8];
@@ -156,12 +191,14 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_fast };
     static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_fast };
     static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
+    static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
+                                              pk_pack_q4_K_fast };
     static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
     const bool fast = cpu_fast_matmul_active();
     switch (type) {
         case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : &q4_0;
         case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : &q8_0;
-        case GGML_TYPE_Q4_K: return &q4_K;
+        case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : &q4_K;
         case GGML_TYPE_Q6_K: return &q6_K;
         default: return NULL;
     }

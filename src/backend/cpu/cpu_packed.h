@@ -52,9 +52,10 @@ struct cpu_task;
 /* Whether the fast mode is on: asked for (LLAMAC_MATMUL=fast) and this CPU
  * has its kernels. */
 bool cpu_fast_matmul_active(void);
-/* The fast mode's output for one weight row (Q4_0 or Q8_0, k elements) and
- * one activation column quantized to Q8_0 (k / 32 blocks). */
-float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const void *col_q8_0);
+/* The fast mode's output for one weight row (Q4_0, Q8_0 or Q4_K; k
+ * elements) and one activation column quantized to the type's vec_dot_type
+ * (Q8_0 blocks; Q8_K for Q4_K). */
+float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const void *col);
 
 /* Whether weights of `type` are packed on this CPU. */
 bool cpu_packed_type(enum ggml_type type);

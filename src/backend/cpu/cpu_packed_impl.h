@@ -37,6 +37,11 @@
  *         at 4 r (low nibbles: elements 4 j..4 j + 3, high: 16 + 4 j..).
  *   Q8_0  hdr 32: d.  q 512: for s = 0..7, 64 bytes: row r's elements
  *         4 s..4 s + 3 at 4 r, each quant + 128.
+ *   Q4_K  hdr 320: d[16], dmin[16], the 6-bit scales as sc[j][row] (8 x 16
+ *         bytes), the mins as mn[p][row][2] = the row's mins 2 p, 2 p + 1
+ *         (4 x 32 bytes). q 2048: for s = 0..31, 64 bytes: row r's file
+ *         bytes qs[4 s..4 s + 3] at 4 r (low nibbles: elements 4 s % 32 ..
+ *         of sub-block 2 (s / 8), high nibbles: of sub-block 2 (s / 8) + 1).
  *
  * Activations: each column quantized to the weight type's vec_dot_type by
  * the trait table's from_float, exactly as the reference path does, then
@@ -47,7 +52,8 @@
  *   Q4_0, Q8_0: struct pk_act_q8 (80 bytes; its 16-byte pieces never cross a
  *     cache line).
  *   Q4_K, Q6_K: struct pk_act_q8k.
- *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f.
+ *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f; Q4_K in fast mode: struct
+ *     pk_act_q8k (its qs, bpairs and d).
  *   F16 weights: no tiles; the column rounded through F16 (what the
  *     reference dot product reads), as floats.
  */
@@ -162,9 +168,10 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 #define PK_COLS_Q8 8
 #define PK_COLS_K 4
 #define PK_COLS_FAST 12
+#define PK_COLS_FAST_K 8
 
-/* One table per mode: in fast mode q4_0 and q8_0 are the fast kernels (the
- * PK_FAST_ROWS layouts and pk_act_q8f columns). */
+/* One table per mode: in fast mode q4_0, q8_0 and q4_K are the fast kernels
+ * (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k columns). */
 struct pk_kernels {
     pk_tile_fn q4_0, q8_0, q4_K, q6_K;
     pk_f16_item_fn f16;

@@ -292,6 +292,93 @@ PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
 #undef PK_Q8_0_FAST
 }
 
+/* Fast-mode Q4_K: G groups of 16 rows x C columns (G C <= PK_COLS_FAST_K),
+ * cpu_fast_mode_dot's operations. A super-block runs in 16 pieces of 16
+ * elements (4 vpdpbusd steps from zero: |sum| <= 16 x 15 x 128 fits a
+ * word), each added to the integer sum times its sub-block's scale by
+ * vpdpwssd (the scale zero-extended to a dword: the high word's product is
+ * zero); the mins' sum takes 4 vpdpwssd of the rows' min pairs with the
+ * column's sub-block sums. */
+PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[PK_COLS_FAST_K];
+    PK_UNROLL
+    for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K;
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 320 * i, *q = t->q + g * t->group_bytes + 2048 * i;
+            if (C == 1) pk_prefetch(q, 2048);
+            __m512i isum[PK_COLS_FAST_K];
+            PK_UNROLL
+            for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
+            for (int jj = 0; jj < 4; jj++) {
+                PK_UNROLL
+                for (int odd = 0; odd < 2; odd++) {
+                const int j = 2 * jj + odd; /* sub-block: the low (even) or high (odd) nibbles of chunk jj */
+                const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(hdr + 64 + 16 * j)));
+                PK_UNROLL
+                for (int h = 0; h < 2; h++) {
+                    __m512i part[PK_COLS_FAST_K];
+                    PK_UNROLL
+                    for (int c = 0; c < C; c++) part[c] = _mm512_setzero_si512();
+                    PK_UNROLL
+                    for (int s = 4 * h; s < 4 * h + 4; s++) {
+                        const __m512i z = _mm512_loadu_si512(q + 64 * (8 * jj + s));
+                        const __m512i w = _mm512_and_si512(odd ? _mm512_srli_epi16(z, 4) : z, m4);
+                        PK_UNROLL
+                        for (int c = 0; c < C; c++) pk_dpbusd_bcast(&part[c], w, a[c].qs + 32 * j + 4 * s);
+                    }
+                    PK_UNROLL
+                    for (int c = 0; c < C; c++) isum[c] = _mm512_dpwssd_epi32(isum[c], part[c], sc);
+                }
+                }
+            }
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
+                isum[c] = _mm512_setzero_si512(); /* now the mins' sum */
+            }
+            PK_UNROLL
+            for (int p = 0; p < 4; p++) {
+                const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 192 + 32 * p)));
+                PK_UNROLL
+                for (int c = 0; c < C; c++) {
+                    int32_t pair;
+                    memcpy(&pair, a[c].bpairs + 2 * p, 4);
+                    isum[c] = _mm512_dpwssd_epi32(isum[c], mn, _mm512_set1_epi32(pair));
+                }
+            }
+            const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hdr + 32)));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m512 dm = _mm512_mul_ps(dmw, _mm512_set1_ps(a[c].d));
+                acc[g * C + c] = _mm512_fnmadd_ps(dm, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
+            }
+        }
+    }
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
+        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+    }
+}
+
+PK_KERNEL void pk_q4_K_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_fast_q4_K_gc(t, 2, 1);
+        return;
+    }
+#define PK_Q4_K_FAST(C) pk_fast_q4_K_gc(t, 1, C)
+    PK_DISPATCH_8(PK_Q4_K_FAST)
+#undef PK_Q4_K_FAST
+}
+
 /* ---- k-quants ------------------------------------------------------------------------------
  * The integer lanes of a 256-block take a scale per 16 or 32 elements: the
  * byte products become 16-bit pair sums (vpmaddubsw, exact for these ranges)
@@ -611,7 +698,7 @@ static const struct pk_kernels pk_avx512 = {
 };
 
 static const struct pk_kernels pk_avx512_fast = {
-    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile,
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_fast_tile, .q6_K = pk_q6_K_tile,
     .f16 = pk_f16_item,
 };
 
