@@ -18,11 +18,11 @@
  * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
  * reference path.
  *
- * Fast mode (opt-in, LLAMAC_MATMUL=fast; see cpu_features.h): Q4_0 and Q8_0
- * products drop b1892's 8 float lanes per output, whose float operations per
- * block cap prompts at a quarter of the int8-dot peak. Its arithmetic, for
- * output (row, column) with the column quantized to Q8_0 as on the exact
- * path (same blocks, same scales):
+ * Fast mode (opt-in, LLAMAC_MATMUL=fast; see cpu_features.h): Q4_0, Q8_0 and
+ * Q4_K products drop b1892's 8 float lanes per output, whose float
+ * operations per block cap prompts at a quarter of the int8-dot peak. Its
+ * arithmetic, for output (row, column) with the column quantized to Q8_0 as
+ * on the exact path (same blocks, same scales):
  *
  *     acc = 0
  *     for each block i in order:
@@ -34,7 +34,16 @@
  * blocks' F16 scales as floats. isum is exactly representable in a float
  * (|isum| < 2^24), so the only roundings are one product and one fused
  * multiply-add per block: results differ from b1892's only in float rounding
- * (they are if anything more accurate). cpu_fast_mode_dot is this definition
+ * (they are if anything more accurate). Q4_K, against Q8_K columns, per
+ * super-block of 256 in order, with sc_j, m_j its 6-bit scales and mins and
+ * bs_j the column's sum of sub-block j's quants:
+ *
+ *     isum = sum_j sc_j * (sum of sub-block j's 32 q_w * q_a)   (exact, int32)
+ *     imin = sum_j m_j * bs_j                                     (exact, int32)
+ *     acc  = fmaf(d_w * d_a, (float)isum, acc)
+ *     acc  = fmaf(-(dmin_w * d_a), (float)imin, acc)
+ *
+ * ((float)isum may round: |isum| < 2^25.) cpu_fast_mode_dot is this definition
  * in scalar C; the fast kernels reproduce it bit for bit. The mode is fixed
  * at the first use of this module: the two modes pack differently, and a
  * model holds one packed copy. Other weight types are unaffected.
