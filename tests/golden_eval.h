@@ -103,7 +103,9 @@ struct golden_result {
 static inline double golden_top5_logit(const cJSON *entries, llama_token id) {
     const cJSON *entry;
     cJSON_ArrayForEach(entry, entries) {
-        if ((llama_token)cJSON_GetArrayItem(entry, 0)->valuedouble == id) return cJSON_GetArrayItem(entry, 1)->valuedouble;
+        if ((llama_token)cJSON_GetArrayItem(entry, 0)->valuedouble == id) {
+            return cJSON_GetArrayItem(entry, 1)->valuedouble;
+        }
     }
     return -INFINITY;
 }

@@ -81,20 +81,19 @@ float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const v
     float acc = 0.0f;
     for (int64_t i = 0; i < k / 32; i++) {
         int32_t isum = 0;
-        float dw;
+        fp16_t dw;
         if (type == GGML_TYPE_Q4_0) {
             const block_q4_0 *b = (const block_q4_0 *)row + i;
             for (int j = 0; j < 16; j++) {
                 isum += ((b->qs[j] & 0x0F) - 8) * y[i].qs[j] + ((b->qs[j] >> 4) - 8) * y[i].qs[16 + j];
             }
-            dw = fp16_to_fp32(b->d);
+            dw = b->d;
         } else {
             const block_q8_0 *b = (const block_q8_0 *)row + i;
             for (int j = 0; j < 32; j++) isum += b->qs[j] * y[i].qs[j];
-            dw = fp16_to_fp32(b->d);
+            dw = b->d;
         }
-        const float d = dw * fp16_to_fp32(y[i].d);
-        acc = fmaf(d, (float)isum, acc);
+        acc = fmaf(fp16_to_fp32(dw) * fp16_to_fp32(y[i].d), (float)isum, acc);
     }
     return acc;
 }

@@ -11,10 +11,12 @@
  * once: a 512-bit register holds the lanes of several rows.
  *
  * Packed weights (Q4_0, Q8_0, Q4_K, Q6_K; on x86-64 with AVX-512 VNNI): rows
- * in groups of 4, each block's 4 rows side by side so that one load feeds
- * vpdpbusd without shuffles (see cpu_packed_impl.h). The packed copy lives
- * in anonymous memory (its own, or a model's arena), described by the
- * tensor's `extra`; the file's layout on disk is unchanged. F16 weights need no packing: their rows are read in place.
+ * in groups of 4 (16 in the fast mode, below), each block's rows side by
+ * side so that one load feeds vpdpbusd without shuffles (see
+ * cpu_packed_impl.h). The packed copy lives in anonymous memory (its own, or
+ * a model's arena), described by the tensor's `extra`; the file's layout on
+ * disk is unchanged. F16 weights need no packing: their rows are read in
+ * place.
  * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
  * reference path.
  *

@@ -198,7 +198,8 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
                     pk_dpbusd_bcast(&isum[c], w, a[c].qs + 4 * j);
                 }
             }
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t->hdr + g * t->group_bytes + 32 * i)));
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 32 * i;
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
             PK_UNROLL
             for (int c = 0; c < C; c++) {
                 const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
@@ -211,7 +212,9 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
         const __mmask16 m = (__mmask16)((1u << nrows) - 1);
         PK_UNROLL
-        for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+        for (int c = 0; c < C; c++) {
+            _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+        }
     }
 }
 
@@ -365,7 +368,9 @@ PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
         const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
         const __mmask16 m = (__mmask16)((1u << nrows) - 1);
         PK_UNROLL
-        for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+        for (int c = 0; c < C; c++) {
+            _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+        }
     }
 }
 
