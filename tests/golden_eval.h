@@ -8,8 +8,30 @@
 #include <cjson/cJSON.h>
 #include <float.h>
 
+#include "backend/cpu/cpu_packed.h"
+#include "gguf/gguf.h"
 #include "llama.h"
 #include "test_util.h"
+
+/* The fast matrix-product mode (LLAMAC_MATMUL=fast, backend/cpu/cpu_packed.h)
+ * rounds Q4_0, Q8_0 and Q4_K products differently from b1892 (fewer float
+ * operations per block), so for models with such weights the logits agree
+ * within a float tolerance instead of to the printed digits; each test
+ * states its own, measured. Greedy tokens must still be b1892's, except at a
+ * near tie: a step may pick another token only where b1892's own logits of
+ * the two tokens are within that tolerance. Models without such weights stay
+ * bit-exact. */
+static inline bool golden_fast_affects(const char *model_path) {
+    if (!cpu_fast_matmul_active()) return false;
+    struct gguf_reader *r = gguf_open_file(model_path, true);
+    bool affected = false;
+    for (int64_t i = 0; r && i < gguf_n_tensors(r); i++) {
+        const enum ggml_type t = gguf_tensor(r, i)->type;
+        affected |= t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_K;
+    }
+    if (r) gguf_close(r);
+    return affected;
+}
 
 /* The recording's context: defaults with seed 1234, n_ctx 256, n_batch 256, given threads. */
 static inline struct llama_context *golden_context(struct llama_model *model, int n_threads, bool embedding) {
@@ -75,14 +97,28 @@ enum golden_feed { FEED_ONE_BATCH, FEED_TOKEN_BY_TOKEN, FEED_BATCHES_OF_7 };
 struct golden_result {
     double max_prompt_diff;  /* over every position's logits */
     double max_greedy_diff;  /* over the top-5 logits of every greedy step */
-    int greedy_mismatch;     /* first greedy step whose token differs, -1 if none */
+    int greedy_mismatch;     /* first greedy step whose token differs (beyond a near tie), -1 if none */
+    int n_near_ties;         /* greedy steps that differ within a near tie */
     int n_greedy;
 };
 
+/* b1892's logit of token `id` at a greedy step (its top-5 entry), or -inf when not among them. */
+static inline double golden_top5_logit(const cJSON *entries, llama_token id) {
+    const cJSON *entry;
+    cJSON_ArrayForEach(entry, entries) {
+        if ((llama_token)cJSON_GetArrayItem(entry, 0)->valuedouble == id) {
+            return cJSON_GetArrayItem(entry, 1)->valuedouble;
+        }
+    }
+    return -INFINITY;
+}
+
 /* Decodes the prompt (logits for every position), compares, then generates
- * greedily n steps, each token decoded alone, comparing tokens and top-5 logits. */
+ * greedily n steps, each token decoded alone, comparing tokens and top-5
+ * logits. A step whose token differs where b1892's logits of its token and
+ * ours are within tie_tol counts as a near tie, not a mismatch (0: exact). */
 static inline bool golden_run_prompt(struct llama_context *ctx, const cJSON *prompt, enum golden_feed feed,
-                                     struct golden_result *res) {
+                                     double tie_tol, struct golden_result *res) {
     const struct llama_model *model = llama_get_model(ctx);
     const int n_vocab = llama_n_vocab(model);
     int32_t tokens[512];
@@ -128,8 +164,14 @@ static inline bool golden_run_prompt(struct llama_context *ctx, const cJSON *pro
             double d = fabs(cur[tid] - cJSON_GetArrayItem(entry, 1)->valuedouble);
             if (!(d <= res->max_greedy_diff)) res->max_greedy_diff = d;
         }
-        if (res->greedy_mismatch < 0 && id != (llama_token)cJSON_GetArrayItem(gtokens, s)->valuedouble) {
-            res->greedy_mismatch = s;
+        const llama_token want = (llama_token)cJSON_GetArrayItem(gtokens, s)->valuedouble;
+        if (id != want) {
+            const cJSON *entries = cJSON_GetArrayItem(top5, s);
+            if (golden_top5_logit(entries, want) - golden_top5_logit(entries, id) <= tie_tol) {
+                res->n_near_ties++;
+            } else if (res->greedy_mismatch < 0) {
+                res->greedy_mismatch = s;
+            }
         }
         /* follow the reference's tokens so later steps stay comparable */
         llama_token next = (llama_token)cJSON_GetArrayItem(gtokens, s)->valuedouble;

@@ -10,19 +10,28 @@ struct variant {
     const char *model;
     const char *golden;
     double tol; /* max |logit difference| allowed (logits span about 20) */
+    double fast_tol; /* the same under LLAMAC_MATMUL=fast (golden_eval.h) */
 };
 
 /* b1892's arithmetic is reproduced operation for operation (its x86 summation
  * orders, F16 tables and roundings), so every file agrees with the reference
  * to the 7 significant digits the golden data prints (|logit| < 20). */
+/* Under the fast mode the Q8_0 and Q4_0 files differ by up to 0.26 and 0.05
+ * (measured, every feed and thread count; this tiny model amplifies a
+ * changed rounding: F16 KV cache and exp table), so 0.3: 1.5% of the range.
+ * Greedy steps meet near ties (golden_eval.h): Q4_0 one (b1892's top two
+ * 0.0007 apart), Q8_0 up to 4 per prompt (0.007 to 0.12 apart). */
 static const struct variant k_variants[] = {
-    { "models/stories260K.gguf", "golden/eval-stories260K-F32.json", 2e-5 },
-    { "models/stories260K-F16.gguf", "golden/eval-stories260K-F16.json", 2e-5 },
-    { "models/stories260K-Q8_0.gguf", "golden/eval-stories260K-Q8_0.json", 2e-5 },
-    { "models/stories260K-Q4_0.gguf", "golden/eval-stories260K-Q4_0.json", 2e-5 },
+    { "models/stories260K.gguf", "golden/eval-stories260K-F32.json", 2e-5, 2e-5 },
+    { "models/stories260K-F16.gguf", "golden/eval-stories260K-F16.json", 2e-5, 2e-5 },
+    { "models/stories260K-Q8_0.gguf", "golden/eval-stories260K-Q8_0.json", 2e-5, 0.3 },
+    { "models/stories260K-Q4_0.gguf", "golden/eval-stories260K-Q4_0.json", 2e-5, 0.3 },
 };
 
 static void check_variant(const struct variant *v) {
+    const bool fast = golden_fast_affects(test_require_shared(v->model));
+    const double tol = fast ? v->fast_tol : v->tol;
+    const double tie_tol = fast ? v->fast_tol : 0;
     cJSON *golden = golden_load(v->golden);
     struct llama_model_params mp = llama_model_default_params();
     struct llama_model *model = llama_load_model_from_file(test_require_shared(v->model), mp);
@@ -51,12 +60,13 @@ static void check_variant(const struct variant *v) {
                 CHECK(n_got == n_want && memcmp(got, want, sizeof(int32_t) * (size_t)n_want) == 0);
 
                 struct golden_result r;
-                CHECK(golden_run_prompt(ctx, prompt, feeds[f], &r));
-                printf("%-32s threads %d feed %d prompt %d: max |dlogit| prompt %.3g greedy %.3g, greedy %s\n",
+                CHECK(golden_run_prompt(ctx, prompt, feeds[f], tie_tol, &r));
+                printf("%-32s threads %d feed %d prompt %d: max |dlogit| prompt %.3g greedy %.3g, greedy %s "
+                       "(%d near ties)\n",
                        v->model, threads, f, pi, r.max_prompt_diff, r.max_greedy_diff,
-                       r.greedy_mismatch < 0 ? "identical" : "DIFFERS");
-                CHECK_MSG(r.max_prompt_diff <= v->tol, "%s prompt %d: %g", v->model, pi, r.max_prompt_diff);
-                CHECK_MSG(r.max_greedy_diff <= v->tol, "%s prompt %d greedy: %g", v->model, pi, r.max_greedy_diff);
+                       r.greedy_mismatch < 0 ? "identical" : "DIFFERS", r.n_near_ties);
+                CHECK_MSG(r.max_prompt_diff <= tol, "%s prompt %d: %g", v->model, pi, r.max_prompt_diff);
+                CHECK_MSG(r.max_greedy_diff <= tol, "%s prompt %d greedy: %g", v->model, pi, r.max_greedy_diff);
                 CHECK_MSG(r.greedy_mismatch < 0, "%s prompt %d: greedy token %d differs", v->model, pi,
                           r.greedy_mismatch);
                 pi++;
@@ -77,7 +87,7 @@ static void check_variant(const struct variant *v) {
         llama_kv_cache_clear(ctx);
         CHECK(llama_decode(ctx, llama_batch_get_one(toks, n, 0, 0)) == 0);
         double d = golden_row_diff(llama_get_embeddings(ctx), cJSON_GetArrayItem(emb, pi), llama_n_embd(model));
-        CHECK_MSG(d <= v->tol, "%s embedding %d: %g", v->model, pi, d);
+        CHECK_MSG(d <= tol, "%s embedding %d: %g", v->model, pi, d);
         pi++;
     }
     llama_free(ctx);

@@ -11,12 +11,18 @@
  * 7 significant digits and |logit| < 10, so 5e-6 (measured: 5e-7 everywhere).
  * A different summation order would show: one rounding moved across an F16
  * exp-table boundary moves logits by up to ~0.15 and can change a greedy token.
+ * Under LLAMAC_MATMUL=fast (golden_eval.h) the files with Q4_0, Q8_0 or Q4_K
+ * weights differ by up to 0.13 (measured: Q4_K_S, Q4_K-pure; Q4_0/Q8_0 files
+ * up to 0.054), so 0.2 there, and synth-moe-Q8_0 meets one near tie (b1892's
+ * top two 0.0023 apart); every other file stays within 5e-6.
  */
 #include "golden_eval.h"
 
 static double g_worst_prompt, g_worst_greedy;
 
-static void check_models(const char *golden_rel, const char *dir, double tol) {
+#define FAST_TOL 0.2
+
+static void check_models(const char *golden_rel, const char *dir, double exact_tol) {
     cJSON *golden = golden_load(golden_rel);
     const cJSON *m;
     cJSON_ArrayForEach(m, cJSON_GetObjectItem(golden, "models")) {
@@ -26,6 +32,8 @@ static void check_models(const char *golden_rel, const char *dir, double tol) {
         struct llama_model *model = golden_load_model(rel);
         CHECK_MSG(model != NULL, "%s does not load", file);
         if (!model) continue;
+        const bool fast = golden_fast_affects(test_require_shared(rel));
+        const double tol = fast ? FAST_TOL : exact_tol;
         char desc[128];
         llama_model_desc(model, desc, sizeof desc);
         CHECK_STR_EQ(desc, cJSON_GetObjectItem(m, "model_desc")->valuestring);
@@ -35,16 +43,17 @@ static void check_models(const char *golden_rel, const char *dir, double tol) {
         struct llama_context *ctx = golden_context(model, 2, false);
         const cJSON *prompt;
         double worst_p = 0, worst_g = 0;
-        int mismatch = 0;
+        int mismatch = 0, near_ties = 0;
         cJSON_ArrayForEach(prompt, cJSON_GetObjectItem(m, "prompts")) {
             struct golden_result r;
-            CHECK(golden_run_prompt(ctx, prompt, FEED_ONE_BATCH, &r));
+            CHECK(golden_run_prompt(ctx, prompt, FEED_ONE_BATCH, fast ? FAST_TOL : 0, &r));
+            near_ties += r.n_near_ties;
             if (r.max_prompt_diff > worst_p) worst_p = r.max_prompt_diff;
             if (r.max_greedy_diff > worst_g) worst_g = r.max_greedy_diff;
             if (r.greedy_mismatch >= 0) mismatch++;
         }
-        printf("%-24s max |dlogit| prompt %.3g, greedy top-5 %.3g, greedy %s\n", file, worst_p, worst_g,
-               mismatch ? "DIFFERS" : "identical");
+        printf("%-24s max |dlogit| prompt %.3g, greedy top-5 %.3g, greedy %s (%d near ties)\n", file, worst_p, worst_g,
+               mismatch ? "DIFFERS" : "identical", near_ties);
         CHECK_MSG(worst_p <= tol && worst_g <= tol, "%s: logits differ by %g / %g (budget %g)", file, worst_p,
                   worst_g, tol);
         CHECK_MSG(mismatch == 0, "%s: greedy tokens differ", file);

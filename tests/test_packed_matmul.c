@@ -151,6 +151,7 @@ static void check_stale(struct cpu_threadpool *pool) {
 }
 
 int main(void) {
+    unsetenv("LLAMAC_MATMUL"); /* the exact kernels (test_fast_matmul has the fast mode's) */
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);

@@ -33,6 +33,7 @@
 #include <cjson/cJSON.h>
 
 #include "cli.h"
+#include "backend/cpu/cpu_packed.h"
 #include "context/context.h"
 #include "core/cpu_features.h"
 #include "core/log.h"
@@ -565,6 +566,7 @@ static cJSON *bench_json(const struct bench_test *t, const struct bench_result *
         cJSON_AddNullToObject(o, "limit");
         cJSON_AddNullToObject(o, "limit_ratio");
     }
+    cJSON_AddStringToObject(o, "matmul", cpu_fast_matmul_active() ? "fast" : "exact");
     double ts[BENCH_MAX_REPS];
     for (int i = 0; i < r->n_samples; i++) ts[i] = 1e9 * test_tokens(t) / (double)r->samples_ns[i];
     cJSON *ns = cJSON_AddArrayToObject(o, "samples_ns");
@@ -658,6 +660,9 @@ static void print_md_footer(const struct bench_params *bp, const struct bench_li
     printf("tg: bytes_per_token x t/s vs read bandwidth; pp: 2 x matmul weights x t/s vs the int8-dot peak "
            "(fp32 FMA for F32/F16 models)\n"
            "peak RSS: VmHWM of the test's own process; budget: 1.1 x (model file + KV cache) + 64 MiB\n");
+    printf("matrix products: %s\n",
+           cpu_fast_matmul_active() ? "fast mode (LLAMAC_MATMUL=fast: Q4_0/Q8_0/Q4_K within float tolerance of b1892)"
+                                    : "exact (b1892's arithmetic)");
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -676,6 +681,7 @@ static void bench_usage(void) {
            "  --limits FILE           machine limits: the output of bench/probe_membw --json and\n"
            "                          probe_peak --json (concatenated, or a JSON array)\n"
            "  --probe                 run those probes now, for each thread count\n"
+           "  --fast-matmul           the fast matrix-product mode (sets LLAMAC_MATMUL=fast)\n"
            "  -v, --verbose           the engine's log on stderr\n\n"
            "Each test runs in its own process: \"peak RSS\" is that process's VmHWM (mapped model\n"
            "pages included); tg runs no prompt, so for tg it is the peak during generation.\n",
@@ -738,6 +744,9 @@ static int bench_parse(int argc, char **argv, struct bench_params *p) {
             p->limits_path = argv[++i];
         } else if (!strcmp(a, "--probe")) {
             p->probe = true;
+        } else if (!strcmp(a, "--fast-matmul")) {
+            /* read once, at the first load: set before any */
+            setenv("LLAMAC_MATMUL", "fast", 1);
         } else if (!strcmp(a, "-v") || !strcmp(a, "--verbose")) {
             p->verbose = true;
         } else {

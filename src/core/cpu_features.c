@@ -69,7 +69,10 @@ static void init_features(void) {
     if (env && strcmp(env, "scalar") == 0) {
         memset(&g_features, 0, sizeof g_features);
         g_features.force_scalar = true;
+        return;
     }
+    const char *matmul = getenv("LLAMAC_MATMUL");
+    g_features.fast_matmul = matmul && strcmp(matmul, "fast") == 0;
 }
 
 const struct cpu_features *cpu_features_get(void) {

@@ -3,6 +3,10 @@
  * build time (aarch64). Kernels are picked from this at run time, so one
  * binary runs on any x86-64. Setting LLAMAC_SIMD=scalar in the environment
  * disables every SIMD path (tests use it to run the reference kernels).
+ * LLAMAC_MATMUL=fast selects the fast matrix-product mode for Q4_0, Q8_0
+ * and Q4_K weights (backend/cpu/cpu_packed.h; results within float tolerance of
+ * b1892's, not bit for bit); it must be set before the first call, since
+ * weights are packed for one mode. LLAMAC_SIMD=scalar overrides it.
  */
 #ifndef LLAMAC_CORE_CPU_FEATURES_H
 #define LLAMAC_CORE_CPU_FEATURES_H
@@ -16,6 +20,7 @@ struct cpu_features {
     bool avx_vnni;
     bool neon, arm_fma, arm_dotprod;
     bool force_scalar;  /* LLAMAC_SIMD=scalar */
+    bool fast_matmul;   /* LLAMAC_MATMUL=fast (never with force_scalar) */
 };
 
 const struct cpu_features *cpu_features_get(void);

@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MADV_HUGEPAGE */
 #include "backend/cpu/cpu_packed.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -30,11 +31,18 @@ struct cpu_packed_weight {
     bool owned;          /* data is this copy's own arena (else the caller's memory) */
 };
 
+_Static_assert(CPU_CHUNK_ROW_ALIGN % PK_ROWS == 0 && CPU_CHUNK_ROW_ALIGN % PK_FAST_ROWS == 0,
+               "row chunks cut at group boundaries");
+
+/* The kernels and the mode, fixed at the first use (weights are packed for one mode). */
 static const struct pk_kernels *g_kernels;
+static bool g_fast;
 static pthread_once_t g_kernels_once = PTHREAD_ONCE_INIT;
 
 static void pk_kernels_init(void) {
-    g_kernels = cpu_features_get()->force_scalar ? NULL : pk_kernels_x86();
+    const struct cpu_features *f = cpu_features_get();
+    g_kernels = f->force_scalar ? NULL : pk_kernels_x86(f->fast_matmul);
+    g_fast = g_kernels && f->fast_matmul;
 }
 
 static const struct pk_kernels *pk_kernels(void) {
@@ -42,13 +50,62 @@ static const struct pk_kernels *pk_kernels(void) {
     return g_kernels;
 }
 
+bool cpu_fast_matmul_active(void) {
+    pk_kernels();
+    return g_fast;
+}
+
+/* Q4_K: per super-block the scaled sub-block sums and the mins' sum, exact. */
+static float pk_fast_dot_q4_K(int64_t k, const block_q4_K *x, const block_q8_K *y) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < k / 256; i++) {
+        uint8_t sc[8], mn[8];
+        quant_k4_scales_mins(x[i].scales, sc, mn);
+        int32_t isum = 0, imin = 0;
+        for (int j = 0; j < 8; j++) {
+            const uint8_t *q = x[i].qs + 32 * (j / 2);
+            int32_t s = 0;
+            for (int e = 0; e < 32; e++) s += (j % 2 ? q[e] >> 4 : q[e] & 0x0F) * y[i].qs[32 * j + e];
+            isum += sc[j] * s;
+            imin += mn[j] * (y[i].bsums[2 * j] + y[i].bsums[2 * j + 1]);
+        }
+        acc = fmaf(fp16_to_fp32(x[i].d) * y[i].d, (float)isum, acc);
+        acc = fmaf(-(fp16_to_fp32(x[i].dmin) * y[i].d), (float)imin, acc);
+    }
+    return acc;
+}
+
+float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const void *col) {
+    if (type == GGML_TYPE_Q4_K) return pk_fast_dot_q4_K(k, row, col);
+    const block_q8_0 *y = col;
+    float acc = 0.0f;
+    for (int64_t i = 0; i < k / 32; i++) {
+        int32_t isum = 0;
+        fp16_t dw;
+        if (type == GGML_TYPE_Q4_0) {
+            const block_q4_0 *b = (const block_q4_0 *)row + i;
+            for (int j = 0; j < 16; j++) {
+                isum += ((b->qs[j] & 0x0F) - 8) * y[i].qs[j] + ((b->qs[j] >> 4) - 8) * y[i].qs[16 + j];
+            }
+            dw = b->d;
+        } else {
+            const block_q8_0 *b = (const block_q8_0 *)row + i;
+            for (int j = 0; j < 32; j++) isum += b->qs[j] * y[i].qs[j];
+            dw = b->d;
+        }
+        acc = fmaf(fp16_to_fp32(dw) * fp16_to_fp32(y[i].d), (float)isum, acc);
+    }
+    return acc;
+}
+
 /* ---- packed types --------------------------------------------------------------------------- */
 
-enum pk_act { PK_ACT_Q8, PK_ACT_Q8K, PK_ACT_F32 };
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_Q8K, PK_ACT_F32 };
 
 typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
 
 struct pk_type {
+    int rows;              /* rows per group */
     int blck;              /* elements per block */
     size_t hdr_bytes;      /* per block of a group */
     size_t q_bytes;
@@ -70,6 +127,34 @@ static void pk_pack_q8_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
         q[16 * r + j] = (uint8_t)(b->qs[j] + 128);
         q[64 + 16 * r + j] = (uint8_t)(b->qs[16 + j] + 128);
     }
+}
+
+static void pk_pack_q4_0_fast(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    for (int j = 0; j < 4; j++) memcpy(q + 64 * j + 4 * r, b->qs + 4 * j, 4);
+}
+
+static void pk_pack_q8_0_fast(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q8_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    for (int s = 0; s < 8; s++) {
+        for (int e = 0; e < 4; e++) q[64 * s + 4 * r + e] = (uint8_t)(b->qs[4 * s + e] + 128);
+    }
+}
+
+static void pk_pack_q4_K_fast(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_K *b = block;
+    uint8_t sc[8], mn[8];
+    quant_k4_scales_mins(b->scales, sc, mn);
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(hdr + 32 + 2 * r, &b->dmin, 2);
+    for (int j = 0; j < 8; j++) hdr[64 + 16 * j + r] = sc[j];
+    for (int p = 0; p < 4; p++) {
+        hdr[192 + 32 * p + 2 * r] = mn[2 * p];
+        hdr[192 + 32 * p + 2 * r + 1] = mn[2 * p + 1];
+    }
+    for (int s = 0; s < 32; s++) memcpy(q + 64 * s + 4 * r, b->qs + 4 * s, 4);
 }
 
 static void pk_pack_q4_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
@@ -100,14 +185,19 @@ static void pk_pack_q6_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
 }
 
 static const struct pk_type *pk_type_get(enum ggml_type type) {
-    static const struct pk_type q4_0 = { 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
-    static const struct pk_type q8_0 = { 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
-    static const struct pk_type q4_K = { 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
-    static const struct pk_type q6_K = { 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
+    static const struct pk_type q4_0 = { PK_ROWS, 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
+    static const struct pk_type q8_0 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
+    static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_fast };
+    static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_fast };
+    static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
+    static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
+                                              pk_pack_q4_K_fast };
+    static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
+    const bool fast = cpu_fast_matmul_active();
     switch (type) {
-        case GGML_TYPE_Q4_0: return &q4_0;
-        case GGML_TYPE_Q8_0: return &q8_0;
-        case GGML_TYPE_Q4_K: return &q4_K;
+        case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : &q4_0;
+        case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : &q8_0;
+        case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : &q4_K;
         case GGML_TYPE_Q6_K: return &q6_K;
         default: return NULL;
     }
@@ -131,6 +221,11 @@ bool cpu_packed_type(enum ggml_type type) { return pk_quant_kernel(type) != NULL
 
 static int64_t pk_blocks_per_row(const struct tensor *w) { return w->ne[0] / pk_type_get(w->type)->blck; }
 
+static int64_t pk_groups(const struct tensor *w) {
+    const int rows = pk_type_get(w->type)->rows;
+    return (w->ne[1] + rows - 1) / rows;
+}
+
 static size_t pk_hdr_bytes(const struct pk_type *pt, int64_t nb) { return pk_pad64((size_t)nb * pt->hdr_bytes); }
 
 static size_t pk_group_bytes(const struct pk_type *pt, int64_t nb) {
@@ -139,8 +234,7 @@ static size_t pk_group_bytes(const struct pk_type *pt, int64_t nb) {
 
 size_t cpu_repack_size(const struct tensor *w) {
     if (!cpu_packed_type(w->type) || w->ne[2] != 1 || w->ne[3] != 1 || !tensor_is_contiguous(w)) return 0;
-    const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
-    return (size_t)groups * pk_group_bytes(pk_type_get(w->type), pk_blocks_per_row(w));
+    return (size_t)pk_groups(w) * pk_group_bytes(pk_type_get(w->type), pk_blocks_per_row(w));
 }
 
 /* Group g of w into out (rows past the end stay zeros). */
@@ -149,8 +243,8 @@ static void pk_pack_group(const struct tensor *w, int64_t g, uint8_t *out) {
     const size_t block_bytes = type_traits_get(w->type)->type_size;
     const int64_t nb = pk_blocks_per_row(w);
     uint8_t *q = out + pk_hdr_bytes(pt, nb);
-    for (int r = 0; r < PK_ROWS && g * PK_ROWS + r < w->ne[1]; r++) {
-        const uint8_t *src = (const uint8_t *)w->data + (g * PK_ROWS + r) * w->nb[1];
+    for (int r = 0; r < pt->rows && g * pt->rows + r < w->ne[1]; r++) {
+        const uint8_t *src = (const uint8_t *)w->data + (g * pt->rows + r) * w->nb[1];
         for (int64_t i = 0; i < nb; i++) pt->pack(src + i * block_bytes, r, out + i * pt->hdr_bytes, q + i * pt->q_bytes);
     }
 }
@@ -165,7 +259,7 @@ void cpu_repack_release(struct tensor *w) {
 
 static void pk_pack_all(const struct tensor *w, uint8_t *data) {
     const size_t gb = pk_group_bytes(pk_type_get(w->type), pk_blocks_per_row(w));
-    const int64_t groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
+    const int64_t groups = pk_groups(w);
     for (int64_t g = 0; g < groups; g++) pk_pack_group(w, g, data + (size_t)g * gb);
 }
 
@@ -265,7 +359,11 @@ static enum pk_act pk_act_of(const struct tensor *w) {
 
 /* Bytes of one column's record for one block (quantized kinds). */
 static size_t pk_act_record(enum pk_act act) {
-    return act == PK_ACT_Q8 ? sizeof(struct pk_act_q8) : sizeof(struct pk_act_q8k);
+    switch (act) {
+        case PK_ACT_Q8: return sizeof(struct pk_act_q8);
+        case PK_ACT_Q8F: return sizeof(struct pk_act_q8f);
+        default: return sizeof(struct pk_act_q8k);
+    }
 }
 
 /* Bytes of the converted activations: tiles of max_cols columns, or float rows. */
@@ -289,7 +387,8 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
             const size_t compute = pk_pad64(pk_f16_scratch_floats(k) * sizeof(float));
             return init > compute ? init : compute;
         }
-        case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
+        case PK_ACT_Q8:
+        case PK_ACT_Q8F: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
         default: return pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
     }
 }
@@ -320,6 +419,20 @@ static void pk_act_q8(const float *x, int64_t k, int bias, block_q8_0 *tmp, uint
             const int8_t *q = tmp[i].qs + 4 * l;
             a->corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
         }
+        a->d = fp16_to_fp32(tmp[i].d);
+    }
+}
+
+/* The same for the fast kernels: one correction per block. */
+static void pk_act_q8f(const float *x, int64_t k, int bias, block_q8_0 *tmp, uint8_t *act, const struct pk_type *pt,
+                       int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_0)->from_float(x, tmp, k);
+    for (int64_t i = 0; i < k / 32; i++) {
+        struct pk_act_q8f *a = (struct pk_act_q8f *)pk_act_at(act, pt, k / 32, col, i);
+        int32_t sum = 0;
+        for (int l = 0; l < 32; l++) sum += tmp[i].qs[l];
+        memcpy(a->qs, tmp[i].qs, 32);
+        a->corr = -bias * sum;
         a->d = fp16_to_fp32(tmp[i].d);
     }
 }
@@ -363,8 +476,11 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
             continue;
         }
         const struct pk_type *pt = pk_type_get(w->type);
+        const int bias = w->type == GGML_TYPE_Q4_0 ? 8 : 128;
         if (pt->act == PK_ACT_Q8) {
-            pk_act_q8(src, k, w->type == GGML_TYPE_Q4_0 ? 8 : 128, scratch, act, pt, r);
+            pk_act_q8(src, k, bias, scratch, act, pt, r);
+        } else if (pt->act == PK_ACT_Q8F) {
+            pk_act_q8f(src, k, bias, scratch, act, pt, r);
         } else {
             pk_act_q8k(src, k, scratch, act, pt, r);
         }
@@ -403,10 +519,10 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct pk_type *pt = pk_type_get(w->type);
     const pk_tile_fn kernel = pk_quant_kernel(w->type);
     const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
-    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols, groups = (w->ne[1] + PK_ROWS - 1) / PK_ROWS;
+    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols, groups = pk_groups(w), rows = pt->rows;
     const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
     const size_t tile_bytes = (size_t)(nb * pt->max_cols) * pk_act_record(pt->act);
-    const struct cpu_chunks ch = cpu_chunks_plan(w->ne[1], gb / PK_ROWS, tiles, tile_bytes, task->nth);
+    const struct cpu_chunks ch = cpu_chunks_plan(w->ne[1], gb / (size_t)rows, tiles, tile_bytes, task->nth);
     for (int64_t chunk = cpu_task_next_chunk(task);; chunk = cpu_task_next_chunk(task)) {
         int64_t g0, g1, t0 = 0, t1 = 1;
         if (tiles == 1) {
@@ -415,13 +531,13 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
             if (chunk >= cpu_chunks_count(&ch)) break;
             int64_t r0, r1;
             cpu_chunks_range(&ch, chunk, &r0, &r1, &t0, &t1);
-            g0 = r0 / PK_ROWS;
-            g1 = (r1 + PK_ROWS - 1) / PK_ROWS;
+            g0 = r0 / rows;
+            g1 = (r1 + rows - 1) / rows;
         }
         /* one column: two groups a call (more rows in flight while the weights stream) */
         const int64_t step = ncols == 1 ? 2 : 1;
         for (int64_t g = g0; g < g1; g += step) {
-            const int64_t ng = g1 - g < step ? g1 - g : step, rows_left = w->ne[1] - g * PK_ROWS;
+            const int64_t ng = g1 - g < step ? g1 - g : step, rows_left = w->ne[1] - g * rows;
             const uint8_t *group = p->data + (size_t)g * gb;
             for (int64_t tile = t0; tile < t1; tile++) {
                 const int64_t c = tile * pt->max_cols;
@@ -429,8 +545,8 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
                     .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng,
                     .act = (const uint8_t *)task->wdata + (size_t)tile * tile_bytes,
                     .ncols = (int)(ncols - c < pt->max_cols ? ncols - c : pt->max_cols),
-                    .nrows = (int)(rows_left < PK_ROWS * ng ? rows_left : PK_ROWS * ng),
-                    .dst = (float *)dst->data + c * dst->ne[0] + g * PK_ROWS, .dst_stride = (size_t)dst->ne[0],
+                    .nrows = (int)(rows_left < rows * ng ? rows_left : rows * ng),
+                    .dst = (float *)dst->data + c * dst->ne[0] + g * rows, .dst_stride = (size_t)dst->ne[0],
                 };
                 kernel(&t);
             }

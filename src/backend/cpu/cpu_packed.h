@@ -11,12 +11,44 @@
  * once: a 512-bit register holds the lanes of several rows.
  *
  * Packed weights (Q4_0, Q8_0, Q4_K, Q6_K; on x86-64 with AVX-512 VNNI): rows
- * in groups of 4, each block's 4 rows side by side so that one load feeds
- * vpdpbusd without shuffles (see cpu_packed_impl.h). The packed copy lives
- * in anonymous memory (its own, or a model's arena), described by the
- * tensor's `extra`; the file's layout on disk is unchanged. F16 weights need no packing: their rows are read in place.
+ * in groups of 4 (16 in the fast mode, below), each block's rows side by
+ * side so that one load feeds vpdpbusd without shuffles (see
+ * cpu_packed_impl.h). The packed copy lives in anonymous memory (its own, or
+ * a model's arena), described by the tensor's `extra`; the file's layout on
+ * disk is unchanged. F16 weights need no packing: their rows are read in
+ * place.
  * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
  * reference path.
+ *
+ * Fast mode (opt-in, LLAMAC_MATMUL=fast; see cpu_features.h): Q4_0, Q8_0 and
+ * Q4_K products drop b1892's 8 float lanes per output, whose float
+ * operations per block cap prompts at a quarter of the int8-dot peak. Its
+ * arithmetic, for output (row, column) with the column quantized to Q8_0 as
+ * on the exact path (same blocks, same scales):
+ *
+ *     acc = 0
+ *     for each block i in order:
+ *         isum = sum over the block's 32 elements of q_w * q_a    (exact, int32)
+ *         acc  = fmaf(d_w[i] * d_a[i], (float)isum, acc)          (d_w * d_a rounded to float)
+ *     output = acc
+ *
+ * with q_w the weight's signed quants (Q4_0: nibble - 8) and d_w, d_a the
+ * blocks' F16 scales as floats. isum is exactly representable in a float
+ * (|isum| < 2^24), so the only roundings are one product and one fused
+ * multiply-add per block: results differ from b1892's only in float rounding
+ * (they are if anything more accurate). Q4_K, against Q8_K columns, per
+ * super-block of 256 in order, with sc_j, m_j its 6-bit scales and mins and
+ * bs_j the column's sum of sub-block j's quants:
+ *
+ *     isum = sum_j sc_j * (sum of sub-block j's 32 q_w * q_a)   (exact, int32)
+ *     imin = sum_j m_j * bs_j                                     (exact, int32)
+ *     acc  = fmaf(d_w * d_a, (float)isum, acc)
+ *     acc  = fmaf(-(dmin_w * d_a), (float)imin, acc)
+ *
+ * ((float)isum may round: |isum| < 2^25.) cpu_fast_mode_dot is this definition
+ * in scalar C; the fast kernels reproduce it bit for bit. The mode is fixed
+ * at the first use of this module: the two modes pack differently, and a
+ * model holds one packed copy. Other weight types are unaffected.
  */
 #ifndef LLAMAC_BACKEND_CPU_CPU_PACKED_H
 #define LLAMAC_BACKEND_CPU_CPU_PACKED_H
@@ -27,6 +59,14 @@
 #include "tensor/tensor.h"
 
 struct cpu_task;
+
+/* Whether the fast mode is on: asked for (LLAMAC_MATMUL=fast) and this CPU
+ * has its kernels. */
+bool cpu_fast_matmul_active(void);
+/* The fast mode's output for one weight row (Q4_0, Q8_0 or Q4_K; k
+ * elements) and one activation column quantized to the type's vec_dot_type
+ * (Q8_0 blocks; Q8_K for Q4_K). */
+float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const void *col);
 
 /* Whether weights of `type` are packed on this CPU. */
 bool cpu_packed_type(enum ggml_type type);

@@ -26,6 +26,23 @@
  *         ql[64 n + 16 h ..+15] (chunks 4n, 4n+2), ql[64 n + 32 + 16 h ..]
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
+ * Fast mode (LLAMAC_MATMUL=fast, cpu_packed.h) packs Q4_0 and Q8_0 in groups
+ * of PK_FAST_ROWS = 16 rows instead, for kernels whose 512-bit registers hold
+ * one dword lane per row (dword lane r = 4 consecutive quants of row r), so
+ * that one vpdpbusd with 4 activation bytes broadcast to all lanes adds 4
+ * products to each of the 16 rows:
+ *
+ *   Q4_0  hdr 32: d of rows 0..15.
+ *         q 256: for j = 0..3, 64 bytes: row r's file bytes qs[4 j ..4 j + 3]
+ *         at 4 r (low nibbles: elements 4 j..4 j + 3, high: 16 + 4 j..).
+ *   Q8_0  hdr 32: d.  q 512: for s = 0..7, 64 bytes: row r's elements
+ *         4 s..4 s + 3 at 4 r, each quant + 128.
+ *   Q4_K  hdr 320: d[16], dmin[16], the 6-bit scales as sc[j][row] (8 x 16
+ *         bytes), the mins as mn[p][row][2] = the row's mins 2 p, 2 p + 1
+ *         (4 x 32 bytes). q 2048: for s = 0..31, 64 bytes: row r's file
+ *         bytes qs[4 s..4 s + 3] at 4 r (low nibbles: elements 4 s % 32 ..
+ *         of sub-block 2 (s / 8), high nibbles: of sub-block 2 (s / 8) + 1).
+ *
  * Activations: each column quantized to the weight type's vec_dot_type by
  * the trait table's from_float, exactly as the reference path does, then
  * laid out in tiles of the kernel's column count TC (the last tile partly
@@ -35,6 +52,8 @@
  *   Q4_0, Q8_0: struct pk_act_q8 (80 bytes; its 16-byte pieces never cross a
  *     cache line).
  *   Q4_K, Q6_K: struct pk_act_q8k.
+ *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f; Q4_K in fast mode: struct
+ *     pk_act_q8k (its qs, bpairs and d).
  *   F16 weights: no tiles; the column rounded through F16 (what the
  *     reference dot product reads), as floats.
  */
@@ -47,7 +66,11 @@
 
 #include "ggml.h"
 
+/* Rows per group of the exact layouts and of the fast mode's. Work chunks
+ * of rows are cut at multiples of CPU_CHUNK_ROW_ALIGN (cpu_ops.h), which
+ * both divide. */
 #define PK_ROWS 4
+#define PK_FAST_ROWS 16
 
 static inline size_t pk_pad64(size_t n) { return (n + 63) & ~(size_t)63; }
 
@@ -61,6 +84,16 @@ struct pk_act_q8 {
     uint8_t pad[12];
 };
 _Static_assert(sizeof(struct pk_act_q8) == 80, "pk_act_q8 record");
+
+/* One Q8_0 block of a column for the fast-mode kernels: corr = -bias *
+ * (qs[0] + .. + qs[31]), bias 8 for Q4_0 and 128 for Q8_0 (what the
+ * unsigned weights carry too much), where a block's integer sums start. */
+struct pk_act_q8f {
+    int8_t qs[32];
+    int32_t corr;
+    float d;
+};
+_Static_assert(sizeof(struct pk_act_q8f) == 40, "pk_act_q8f record");
 
 /* One Q8_K block of a column for the k-quant kernels. */
 struct pk_act_q8k {
@@ -85,7 +118,7 @@ struct pk_tile {
     int ngroups;               /* 1, or 2 when ncols is 1 */
     const uint8_t *act;        /* the columns' activation tile */
     int ncols;                 /* 1..the kernel's columns per tile */
-    int nrows;                 /* rows to store: 1..PK_ROWS x ngroups */
+    int nrows;                 /* rows to store: 1..rows per group x ngroups */
     float *dst;                /* output of the group's first row, first column */
     size_t dst_stride;         /* floats per column of dst */
 };
@@ -134,13 +167,17 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 /* Columns per call of each quantized kernel. */
 #define PK_COLS_Q8 8
 #define PK_COLS_K 4
+#define PK_COLS_FAST 12
+#define PK_COLS_FAST_K 8
 
+/* One table per mode: in fast mode q4_0, q8_0 and q4_K are the fast kernels
+ * (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k columns). */
 struct pk_kernels {
     pk_tile_fn q4_0, q8_0, q4_K, q6_K;
     pk_f16_item_fn f16;
 };
 
-/* The micro-kernels this CPU runs, or NULL (cpu_packed_x86.c). */
-const struct pk_kernels *pk_kernels_x86(void);
+/* The micro-kernels this CPU runs in the given mode, or NULL (cpu_packed_x86.c). */
+const struct pk_kernels *pk_kernels_x86(bool fast);
 
 #endif

@@ -10,6 +10,15 @@
  * block. Lanes 0-3 and 4-7 of a row sit in two accumulators; at the end they
  * are added (lane k onto k + 4) and reduced per row as hsum_float_8.
  *
+ * Fast-mode tiles (Q4_0, Q8_0 in groups of 16 rows, up to 12 columns):
+ * dword lane r of a register is row r, so a block takes 8 vpdpbusd per
+ * column (each with 4 activation bytes broadcast by the instruction's own
+ * memory operand, from the column's correction on), then one vcvtdq2ps, one
+ * vmulps (the 16 rows' scales times the column's) and one vfmadd231ps. The
+ * 8 steps go across the columns, one weight register (4 elements of the 16
+ * rows; Q4_0 nibbles unpacked once) feeding every column's independent
+ * chain; the float accumulators are the outputs (no reduction).
+ *
  * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
  * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
  * elements; the reduction is quant_float.c's.
@@ -142,6 +151,73 @@ PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const bool q4) {
     }
 }
 
+/* acc += vpdpbusd(w, the 4 bytes at y in every lane), the bytes read by the
+ * instruction itself ({1to16}): one fused uop where GCC would emit a
+ * separate vpbroadcastd. */
+PK_FN void pk_dpbusd_bcast(__m512i *acc, __m512i w, const int8_t *y) {
+    __asm__("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(*acc) : "v"(w), "m"(*(const int32_t *)y));
+}
+
+_Static_assert(PK_COLS_FAST == 12, "PK_DISPATCH_FAST covers the fast column tile");
+
+/* Fast mode: G groups of 16 rows x C columns (G C <= PK_COLS_FAST; G = 2
+ * only with one column, for more rows in flight while the weights stream).
+ * Each output follows cpu_fast_mode_dot's operations: the block's exact
+ * integer sum (the unsigned weights' products plus the activations'
+ * correction), converted, times d_w d_a rounded, fused into the output's
+ * accumulator in block order. */
+PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q4) {
+    const size_t qbytes = q4 ? 256 : 512;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[PK_COLS_FAST];
+    PK_UNROLL
+    for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST;
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
+            if (C == 1) pk_prefetch(q, qbytes);
+            /* step by step across the columns: C independent vpdpbusd chains
+             * in flight, each step's weights (4 elements of the 16 rows) in
+             * one register */
+            __m512i isum[PK_COLS_FAST];
+            PK_UNROLL
+            for (int c = 0; c < C; c++) isum[c] = _mm512_set1_epi32(a[c].corr);
+            PK_UNROLL
+            for (int j = 0; j < 8; j++) {
+                __m512i w;
+                if (q4) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (j % 4));
+                    w = _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), m4);
+                } else {
+                    w = _mm512_loadu_si512(q + 64 * j);
+                }
+                PK_UNROLL
+                for (int c = 0; c < C; c++) {
+                    pk_dpbusd_bcast(&isum[c], w, a[c].qs + 4 * j);
+                }
+            }
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 32 * i;
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
+            }
+        }
+    }
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
+        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+        }
+    }
+}
+
 #define PK_DISPATCH_8(body)                   \
     switch (t->ncols) {                       \
         case 1: body(1); break;               \
@@ -181,6 +257,131 @@ PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) {
 #define PK_Q8_0(C) pk_q8fam_tile(t, C, false)
     PK_DISPATCH_8(PK_Q8_0)
 #undef PK_Q8_0
+}
+
+#define PK_DISPATCH_FAST(body)            \
+    switch (t->ncols) {                   \
+        case 1: body(1); break;           \
+        case 2: body(2); break;           \
+        case 3: body(3); break;           \
+        case 4: body(4); break;           \
+        case 5: body(5); break;           \
+        case 6: body(6); break;           \
+        case 7: body(7); break;           \
+        case 8: body(8); break;           \
+        case 9: body(9); break;           \
+        case 10: body(10); break;         \
+        case 11: body(11); break;         \
+        default: body(12); break;         \
+    }
+
+PK_KERNEL void pk_q4_0_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_fast_tile_gc(t, 2, 1, true);
+        return;
+    }
+#define PK_Q4_0_FAST(C) pk_fast_tile_gc(t, 1, C, true)
+    PK_DISPATCH_FAST(PK_Q4_0_FAST)
+#undef PK_Q4_0_FAST
+}
+
+PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_fast_tile_gc(t, 2, 1, false);
+        return;
+    }
+#define PK_Q8_0_FAST(C) pk_fast_tile_gc(t, 1, C, false)
+    PK_DISPATCH_FAST(PK_Q8_0_FAST)
+#undef PK_Q8_0_FAST
+}
+
+/* Fast-mode Q4_K: G groups of 16 rows x C columns (G C <= PK_COLS_FAST_K),
+ * cpu_fast_mode_dot's operations. A super-block runs in 16 pieces of 16
+ * elements (4 vpdpbusd steps from zero: |sum| <= 16 x 15 x 128 fits a
+ * word), each added to the integer sum times its sub-block's scale by
+ * vpdpwssd (the scale zero-extended to a dword: the high word's product is
+ * zero); the mins' sum takes 4 vpdpwssd of the rows' min pairs with the
+ * column's sub-block sums. */
+PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 acc[PK_COLS_FAST_K];
+    PK_UNROLL
+    for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K;
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 320 * i, *q = t->q + g * t->group_bytes + 2048 * i;
+            if (C == 1) pk_prefetch(q, 2048);
+            __m512i isum[PK_COLS_FAST_K];
+            PK_UNROLL
+            for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
+            for (int jj = 0; jj < 4; jj++) {
+                PK_UNROLL
+                for (int odd = 0; odd < 2; odd++) {
+                const int j = 2 * jj + odd; /* sub-block: the low (even) or high (odd) nibbles of chunk jj */
+                const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(hdr + 64 + 16 * j)));
+                PK_UNROLL
+                for (int h = 0; h < 2; h++) {
+                    __m512i part[PK_COLS_FAST_K];
+                    PK_UNROLL
+                    for (int c = 0; c < C; c++) part[c] = _mm512_setzero_si512();
+                    PK_UNROLL
+                    for (int s = 4 * h; s < 4 * h + 4; s++) {
+                        const __m512i z = _mm512_loadu_si512(q + 64 * (8 * jj + s));
+                        const __m512i w = _mm512_and_si512(odd ? _mm512_srli_epi16(z, 4) : z, m4);
+                        PK_UNROLL
+                        for (int c = 0; c < C; c++) pk_dpbusd_bcast(&part[c], w, a[c].qs + 32 * j + 4 * s);
+                    }
+                    PK_UNROLL
+                    for (int c = 0; c < C; c++) isum[c] = _mm512_dpwssd_epi32(isum[c], part[c], sc);
+                }
+                }
+            }
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
+                isum[c] = _mm512_setzero_si512(); /* now the mins' sum */
+            }
+            PK_UNROLL
+            for (int p = 0; p < 4; p++) {
+                const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 192 + 32 * p)));
+                PK_UNROLL
+                for (int c = 0; c < C; c++) {
+                    int32_t pair;
+                    memcpy(&pair, a[c].bpairs + 2 * p, 4);
+                    isum[c] = _mm512_dpwssd_epi32(isum[c], mn, _mm512_set1_epi32(pair));
+                }
+            }
+            const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hdr + 32)));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m512 dm = _mm512_mul_ps(dmw, _mm512_set1_ps(a[c].d));
+                acc[g * C + c] = _mm512_fnmadd_ps(dm, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
+            }
+        }
+    }
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
+        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+        }
+    }
+}
+
+PK_KERNEL void pk_q4_K_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_fast_q4_K_gc(t, 2, 1);
+        return;
+    }
+#define PK_Q4_K_FAST(C) pk_fast_q4_K_gc(t, 1, C)
+    PK_DISPATCH_8(PK_Q4_K_FAST)
+#undef PK_Q4_K_FAST
 }
 
 /* ---- k-quants ------------------------------------------------------------------------------
@@ -501,15 +702,23 @@ static const struct pk_kernels pk_avx512 = {
     .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
 };
 
-const struct pk_kernels *pk_kernels_x86(void) {
+static const struct pk_kernels pk_avx512_fast = {
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_fast_tile, .q6_K = pk_q6_K_tile,
+    .f16 = pk_f16_item,
+};
+
+const struct pk_kernels *pk_kernels_x86(bool fast) {
     const struct cpu_features *f = cpu_features_get();
     const bool ok = f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
                     f->avx512vnni;
-    return ok ? &pk_avx512 : NULL;
+    return !ok ? NULL : fast ? &pk_avx512_fast : &pk_avx512;
 }
 
 #else
 
-const struct pk_kernels *pk_kernels_x86(void) { return NULL; }
+const struct pk_kernels *pk_kernels_x86(bool fast) {
+    (void)fast;
+    return NULL;
+}
 
 #endif

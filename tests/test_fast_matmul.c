@@ -1,0 +1,144 @@
+/*
+ * The fast matrix-product mode (LLAMAC_MATMUL=fast, backend/cpu/cpu_packed.h)
+ * against its scalar definition, bit for bit: every output of mul_mat with
+ * Q4_0, Q8_0 or Q4_K weights must equal cpu_fast_mode_dot of the weight row
+ * and the activation column quantized to Q8_0 (Q8_K) by the scalar quantizer.
+ * Random shapes (rows 1..40: partial 16-row groups, two groups per call with
+ * one column; columns 1..20: partial column tiles; k from one block) plus a
+ * few long rows, weights
+ * quantized from random floats or random quant bytes (every quant value),
+ * 1-3 threads. The mode is set here before anything reads it; without its
+ * kernels (no AVX-512 VNNI, or LLAMAC_SIMD=scalar) the test is skipped.
+ */
+#include "test_util.h"
+#include "quant_test_util.h"
+
+#include "backend/cpu/cpu_compute.h"
+#include "backend/cpu/cpu_packed.h"
+#include "quant/quant.h"
+#include "quant/quant_blocks.h"
+#include "tensor/tensor.h"
+
+static uint64_t g_rng = 4242;
+
+static void fill_weight(struct tensor *w, bool random_bytes) {
+    const int64_t k = w->ne[0], rows = w->ne[1];
+    if (random_bytes) {
+        for (size_t i = 0; i < tensor_nbytes(w); i++) ((uint8_t *)w->data)[i] = (uint8_t)test_rand_u64(&g_rng);
+        for (int64_t r = 0; r < rows; r++) quant_test_fix_scales(w->type, (uint8_t *)w->data + r * w->nb[1], k, &g_rng);
+        return;
+    }
+    float *src = malloc((size_t)(k * rows) * sizeof(float));
+    for (int64_t i = 0; i < k * rows; i++) src[i] = test_rand_uniform(&g_rng, -1.0f, 1.0f);
+    CHECK(quant_quantize_chunk(w->type, src, w->data, 0, rows, k, NULL, NULL) > 0);
+    free(src);
+}
+
+/* Runs w x x (fast mode) with 1-3 threads and compares every output. */
+static void check_shape(struct cpu_threadpool *pool, enum ggml_type type, int64_t k, int64_t rows, int64_t cols,
+                        bool random_bytes) {
+    struct tensor_ctx *ctx = tensor_ctx_new(16, (size_t)(k * (rows + cols) * 4 + rows * cols * 4) + (1 << 20));
+    struct tensor *w = tensor_new_2d(ctx, type, k, rows);
+    struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, k, cols);
+    fill_weight(w, random_bytes);
+    for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+    CHECK(cpu_repack_weight(w));
+    CHECK(w->extra != NULL);
+    struct tensor *out = op_mul_mat(ctx, w, x);
+    struct graph *g = graph_new(ctx, 8);
+    CHECK(graph_build_forward(g, out));
+
+    /* the reference: columns quantized by the scalar quantizer of the type's vec_dot_type */
+    const struct type_traits *at = type_traits_scalar_get(type_traits_scalar_get(type)->vec_dot_type);
+    void *colq = malloc((size_t)(k / at->blck_size) * at->type_size);
+    float *want = malloc((size_t)(rows * cols) * sizeof(float));
+    for (int64_t c = 0; c < cols; c++) {
+        at->from_float((const float *)x->data + c * k, colq, k);
+        for (int64_t r = 0; r < rows; r++) {
+            want[c * rows + r] = cpu_fast_mode_dot(type, k, (const uint8_t *)w->data + r * w->nb[1], colq);
+        }
+    }
+    int bad = 0;
+    for (int nt = 1; nt <= 3; nt++) {
+        memset(out->data, 0xff, tensor_nbytes(out));
+        CHECK(cpu_graph_compute(pool, g, nt, NULL, NULL));
+        const float *got = out->data;
+        for (int64_t i = 0; i < rows * cols; i++) {
+            if (memcmp(&got[i], &want[i], 4) != 0 && bad++ < 3) {
+                fprintf(stderr, "%s k %lld rows %lld cols %lld, %d threads, [%lld %lld]: %.9g, reference %.9g\n",
+                        type_name(type), (long long)k, (long long)rows, (long long)cols, nt, (long long)(i % rows),
+                        (long long)(i / rows), got[i], want[i]);
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s k %lld rows %lld cols %lld: %d outputs differ", type_name(type), (long long)k,
+              (long long)rows, (long long)cols, bad);
+    free(want);
+    free(colq);
+    cpu_repack_release(w);
+    tensor_ctx_free(ctx);
+}
+
+/* The fast mode's arithmetic itself, on one block: exact integer sum, one
+ * rounding of d_w d_a, one fused multiply-add (not b1892's 8 lanes). */
+static void check_definition(void) {
+    block_q8_0 wq, yq;
+    memset(&wq, 0, sizeof wq);
+    memset(&yq, 0, sizeof yq);
+    for (int j = 0; j < 32; j++) {
+        wq.qs[j] = (int8_t)(j % 2 ? -127 : 127);
+        yq.qs[j] = (int8_t)(j < 16 ? 127 : -128);
+    }
+    wq.d = fp32_to_fp16(0.1f);
+    yq.d = fp32_to_fp16(0.3f);
+    int32_t isum = 0;
+    for (int j = 0; j < 32; j++) isum += wq.qs[j] * yq.qs[j];
+    const float d = fp16_to_fp32(wq.d) * fp16_to_fp32(yq.d);
+    CHECK(cpu_fast_mode_dot(GGML_TYPE_Q8_0, 32, &wq, &yq) == d * (float)isum);
+    block_q4_0 w4;
+    w4.d = wq.d;
+    for (int j = 0; j < 16; j++) w4.qs[j] = (uint8_t)(j | (15 - j) << 4);
+    isum = 0;
+    for (int j = 0; j < 16; j++) isum += (j - 8) * yq.qs[j] + (15 - j - 8) * yq.qs[16 + j];
+    CHECK(cpu_fast_mode_dot(GGML_TYPE_Q4_0, 32, &w4, &yq) == d * (float)isum);
+}
+
+int main(void) {
+    setenv("LLAMAC_MATMUL", "fast", 1);
+    check_definition();
+    if (!cpu_fast_matmul_active()) {
+        printf("fast matrix-product mode not available here (needs AVX-512 VNNI, not LLAMAC_SIMD=scalar)\n");
+        test_finish("test_fast_matmul");
+        return 77;
+    }
+    struct cpu_threadpool *pool = cpu_threadpool_new(3);
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K };
+    for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
+        const int64_t blck = type_traits_get(types[t])->blck_size;
+        int n = 0;
+        /* every row count with one and with many columns, then random shapes */
+        for (int64_t rows = 1; rows <= 40; rows++) {
+            check_shape(pool, types[t], blck * (1 + rows % 3), rows, 1 + (rows % 2) * 19, rows % 4 == 1);
+            n++;
+        }
+        for (int64_t cols = 1; cols <= 20; cols++) {
+            check_shape(pool, types[t], 2 * blck, 16 + cols % 5, cols, cols % 2 == 0);
+            n++;
+        }
+        for (int s = 0; s < 40; s++) {
+            const int64_t k = blck * (1 + (int64_t)(test_rand_u64(&g_rng) % (blck == 32 ? 12 : 4)));
+            const int64_t rows = 1 + (int64_t)(test_rand_u64(&g_rng) % 40);
+            const int64_t cols = 1 + (int64_t)(test_rand_u64(&g_rng) % 20);
+            check_shape(pool, types[t], k, rows, cols, s % 2 == 0);
+            n++;
+        }
+        /* long rows: large integer sums, many blocks */
+        check_shape(pool, types[t], 2048, 37, 1, true);
+        check_shape(pool, types[t], blck == 32 ? 5632 : 5376, 19, 11, true);
+        check_shape(pool, types[t], 2048, 64, 9, false);
+        n += 3;
+        printf("  %-5s %d shapes checked against cpu_fast_mode_dot\n", type_name(types[t]), n);
+    }
+    cpu_threadpool_free(pool);
+    return test_finish("test_fast_matmul");
+}
