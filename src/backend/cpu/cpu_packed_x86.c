@@ -160,6 +160,20 @@ PK_FN void pk_dpbusd_bcast(__m512i *acc, __m512i w, const int8_t *y) {
 
 _Static_assert(PK_COLS_FAST == 12, "PK_DISPATCH_FAST covers the fast column tile");
 
+/* Stores a fast tile's outputs: G groups of 16 rows (lane = row, the last
+ * group's lanes past t->nrows masked off) x C columns. */
+PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int G, const int C) {
+    PK_UNROLL
+    for (int g = 0; g < G; g++) {
+        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
+        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
+        }
+    }
+}
+
 /* Fast mode: G groups of 16 rows x C columns (G C <= PK_COLS_FAST; G = 2
  * only with one column, for more rows in flight while the weights stream).
  * Each output follows cpu_fast_mode_dot's operations: the block's exact
@@ -207,15 +221,7 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
             }
         }
     }
-    PK_UNROLL
-    for (int g = 0; g < G; g++) {
-        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
-        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
-        }
-    }
+    pk_fast_store(t, acc, G, C);
 }
 
 #define PK_DISPATCH_8(body)                   \
@@ -363,15 +369,7 @@ PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
             }
         }
     }
-    PK_UNROLL
-    for (int g = 0; g < G; g++) {
-        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
-        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
-        }
-    }
+    pk_fast_store(t, acc, G, C);
 }
 
 PK_KERNEL void pk_q4_K_fast_tile(const struct pk_tile *t) {
