@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "golden_eval.h"
+#include "model/model.h"
 
 static void test_golden_queries(void) {
     cJSON *golden = golden_load("golden/models-stories260K.json");
@@ -105,6 +106,27 @@ static void test_progress_and_mmap(void) {
     CHECK(memcmp(llama_get_logits(a), llama_get_logits(b), 512 * sizeof(float)) == 0);
     llama_free(a);
     llama_free(b);
+
+    /* use_mlock with the file mapped: the weights are packed as without it
+     * (the copies locked instead of the file's pages), same logits */
+    struct llama_model_params lp = llama_model_default_params();
+    lp.use_mlock = true;
+    struct llama_model *locked = llama_load_model_from_file(path, lp);
+    CHECK(locked != NULL);
+    if (locked) {
+        const struct tensor *wq = locked->layers[0].wq;
+        CHECK_MSG((wq->extra != NULL) == (cpu_repack_size(wq) > 0), "locked model: '%s' packed %d, packable %d",
+                  wq->name, wq->extra != NULL, cpu_repack_size(wq) > 0);
+        CHECK((wq->extra != NULL) == (model->layers[0].wq->extra != NULL));
+        struct llama_context *c = golden_context(locked, 1, false);
+        a = golden_context(model, 1, false);
+        CHECK(llama_decode(a, llama_batch_get_one(toks, 5, 0, 0)) == 0);
+        CHECK(llama_decode(c, llama_batch_get_one(toks, 5, 0, 0)) == 0);
+        CHECK(memcmp(llama_get_logits(a), llama_get_logits(c), 512 * sizeof(float)) == 0);
+        llama_free(a);
+        llama_free(c);
+        llama_free_model(locked);
+    }
     llama_free_model(read_model);
     llama_free_model(model);
 }

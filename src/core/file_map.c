@@ -73,10 +73,17 @@ bool file_map_open(struct file_map *fm, const char *path, bool use_mmap) {
 }
 
 bool file_map_lock(struct file_map *fm) {
-    if (!fm->data || fm->locked) return fm->locked;
-    if (mlock(fm->data, fm->size) != 0) {
+    return fm->data && file_map_lock_range(fm, fm->data, fm->size);
+}
+
+bool file_map_lock_range(struct file_map *fm, const void *p, size_t n) {
+    if (!fm->data) return false;
+    if (n == 0) return true;
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t begin = (uintptr_t)p & ~(page - 1), end = ((uintptr_t)p + n + page - 1) & ~(page - 1);
+    if (mlock((void *)begin, end - begin) != 0) {
         LOG_WARN("warning: cannot lock %zu bytes in memory (%s); continuing without mlock\n",
-                 fm->size, strerror(errno));
+                 (size_t)(end - begin), strerror(errno));
         return false;
     }
     fm->locked = true;

@@ -20,8 +20,11 @@ struct file_map {
 bool file_map_open(struct file_map *fm, const char *path, bool use_mmap);
 /* Pins the pages in RAM; logs a warning and returns false if not permitted. */
 bool file_map_lock(struct file_map *fm);
+/* The same for the whole pages overlapping [p, p + n) (inside the file's
+ * bytes); file_map_close unlocks them. */
+bool file_map_lock_range(struct file_map *fm, const void *p, size_t n);
 void file_map_close(struct file_map *fm);
-/* For a mapped, unlocked file: drops the whole pages inside [p, p + n) from
+/* For a mapped file with no locked pages: drops the whole pages inside [p, p + n) from
  * this process's resident set (the page cache keeps them; a later read
  * maps them again). For data the process has copied elsewhere. True when
  * the pages were released. */

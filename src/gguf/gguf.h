@@ -89,6 +89,8 @@ const void *gguf_file_data(const struct gguf_reader *r); /* the whole file's byt
 size_t gguf_file_size(const struct gguf_reader *r);
 /* Pins the file's pages in RAM (mapped files); false with a warning if refused. */
 bool gguf_lock(struct gguf_reader *r);
+/* The same for the pages overlapping [p, p + n) (inside the file's bytes). */
+bool gguf_lock_range(struct gguf_reader *r, const void *p, size_t n);
 /* Drops the pages of [p, p + n) (inside the file's data) from the process's
  * resident set when the file is mapped and not locked (file_map_release_pages):
  * for tensor data the caller has copied elsewhere. True if released. */

@@ -563,11 +563,15 @@ const void *gguf_file_data(const struct gguf_reader *r) { return r->data; }
 size_t gguf_file_size(const struct gguf_reader *r) { return r->size; }
 
 bool gguf_lock(struct gguf_reader *r) {
+    return gguf_lock_range(r, r->fm.data, r->fm.size);
+}
+
+bool gguf_lock_range(struct gguf_reader *r, const void *p, size_t n) {
     if (!r->fm.data) {
         LOG_WARN("warning: a GGUF buffer opened by the caller cannot be locked by the reader\n");
         return false;
     }
-    return file_map_lock(&r->fm);
+    return file_map_lock_range(&r->fm, p, n);
 }
 
 bool gguf_release_pages(const struct gguf_reader *r, const void *p, size_t n) {

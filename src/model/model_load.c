@@ -500,10 +500,14 @@ static void *pack_worker(void *arg) {
  * packed, so the peak is the copies plus one weight). Not packed: the
  * experts (mul_mat_id reads them in place), an output tied to the token
  * embeddings (get_rows reads those pages), and anything when the file is
- * read into memory or locked there (a copy would then double the memory).
- * One thread per core. */
-static bool pack_weights(struct llama_model *model, const struct llama_model_params *params) {
-    if (!params->use_mmap || params->use_mlock) return true;
+ * read into memory (its buffer cannot give pages back, so a copy would
+ * double the memory). One thread per core. The packed weights' list, in
+ * `packed` (the caller frees it), tells lock_weights what to leave out. */
+static bool pack_weights(struct llama_model *model, const struct llama_model_params *params,
+                         struct tensor ***packed, int *n_packed) {
+    *packed = NULL;
+    *n_packed = 0;
+    if (!params->use_mmap) return true;
     enum { N_PER_LAYER = 7 };
     const uint32_t n_layer = model->hparams.n_layer;
     const size_t cap = (size_t)n_layer * N_PER_LAYER + 1;
@@ -536,7 +540,7 @@ static bool pack_weights(struct llama_model *model, const struct llama_model_par
     }
     bool ok = true;
     if (job.n > 0) {
-        model->packed = cpu_packed_arena_new(total);
+        model->packed = cpu_packed_arena_new(total, params->use_mlock);
         model->packed_size = total;
         ok = model->packed != NULL;
     }
@@ -557,9 +561,30 @@ static bool pack_weights(struct llama_model *model, const struct llama_model_par
             ok = false;
         }
     }
-    free(job.list);
     free(job.offset);
+    *packed = job.list;
+    *n_packed = job.n;
     return ok;
+}
+
+static int compare_tensor_data(const void *a, const void *b) {
+    const uintptr_t x = (uintptr_t)(*(struct tensor *const *)a)->data, y = (uintptr_t)(*(struct tensor *const *)b)->data;
+    return (x > y) - (x < y);
+}
+
+/* use_mlock: pins the file's pages but those of the packed weights (their
+ * copies were locked when made), so that locking neither reads the packed
+ * weights' pages back nor doubles the memory. */
+static void lock_weights(struct llama_model *model, struct tensor **packed, int n_packed) {
+    struct gguf_reader *g = model->gguf;
+    const uint8_t *pos = gguf_file_data(g), *end = pos + gguf_file_size(g);
+    qsort(packed, (size_t)n_packed, sizeof *packed, compare_tensor_data);
+    for (int i = 0; i < n_packed; i++) {
+        const uint8_t *p = packed[i]->data;
+        if (p > pos) gguf_lock_range(g, pos, (size_t)(p - pos));
+        if (p + tensor_nbytes(packed[i]) > pos) pos = p + tensor_nbytes(packed[i]);
+    }
+    if (end > pos) gguf_lock_range(g, pos, (size_t)(end - pos));
 }
 
 static bool load_weights(struct llama_model *model, const struct llama_model_params *params) {
@@ -578,7 +603,11 @@ static bool load_weights(struct llama_model *model, const struct llama_model_par
         free(wl.used);
         return false;
     }
-    bool ok = load_llama_weights(&wl) && pack_weights(model, params);
+    struct tensor **packed = NULL;
+    int n_packed = 0;
+    bool ok = load_llama_weights(&wl) && pack_weights(model, params, &packed, &n_packed);
+    if (ok && params->use_mlock) lock_weights(model, packed, n_packed);
+    free(packed);
     free(wl.used);
     return ok;
 }
@@ -663,7 +692,6 @@ struct llama_model *model_load(const char *path, const struct llama_model_params
     }
 
     if (!params->vocab_only) {
-        if (params->use_mlock) gguf_lock(model->gguf);
         if (!load_weights(model, params)) goto fail;
     }
     model->t_load_us = time_us() - t_start;

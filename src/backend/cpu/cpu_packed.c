@@ -6,6 +6,7 @@
 #define _GNU_SOURCE /* MAP_ANONYMOUS, MADV_HUGEPAGE */
 #include "backend/cpu/cpu_packed.h"
 
+#include <errno.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -281,7 +282,7 @@ static bool pk_attach(struct tensor *w, uint8_t *data, size_t size, bool owned) 
  * aligned to 2 MiB so that they can be used. */
 #define PK_HUGE_PAGE ((size_t)2 << 20)
 
-void *cpu_packed_arena_new(size_t size) {
+void *cpu_packed_arena_new(size_t size, bool lock) {
     const size_t span = size + PK_HUGE_PAGE;
     uint8_t *base = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (base == MAP_FAILED) {
@@ -295,6 +296,10 @@ void *cpu_packed_arena_new(size_t size) {
 #ifdef MADV_HUGEPAGE
     madvise(arena, size, MADV_HUGEPAGE); /* a hint */
 #endif
+    if (lock && mlock(arena, size) != 0) {
+        LOG_WARN("warning: cannot lock %zu bytes of packed weights in memory (%s); continuing without mlock\n",
+                 size, strerror(errno));
+    }
     return arena;
 }
 
@@ -312,7 +317,7 @@ bool cpu_repack_weight(struct tensor *w) {
     }
     cpu_repack_release(w);
     if (size == 0 || !w->data) return true;
-    uint8_t *data = cpu_packed_arena_new(size);
+    uint8_t *data = cpu_packed_arena_new(size, false);
     if (!data) return false;
     if (!pk_attach(w, data, size, true)) {
         cpu_packed_arena_free(data, size);

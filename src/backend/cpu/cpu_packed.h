@@ -82,9 +82,10 @@ bool cpu_repack_weight(struct tensor *w);
  * w's data reuses it). For many weights in one cpu_packed_arena_new. */
 bool cpu_repack_weight_at(struct tensor *w, void *mem);
 /* Anonymous memory for packed weights, aligned to and advised for huge
- * pages (fewer TLB misses, prefetchers running across 4 KiB boundaries).
+ * pages (fewer TLB misses, prefetchers running across 4 KiB boundaries),
+ * locked in RAM when `lock` is set (a warning when the system refuses).
  * NULL with error_set() when it cannot be had. */
-void *cpu_packed_arena_new(size_t size);
+void *cpu_packed_arena_new(size_t size, bool lock);
 void cpu_packed_arena_free(void *arena, size_t size);
 /* Frees w's packed copy, if any (its own memory; w->extra = NULL). */
 void cpu_repack_release(struct tensor *w);
