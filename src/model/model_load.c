@@ -578,7 +578,7 @@ static int compare_tensor_data(const void *a, const void *b) {
 static void lock_weights(struct llama_model *model, struct tensor **packed, int n_packed) {
     struct gguf_reader *g = model->gguf;
     const uint8_t *pos = gguf_file_data(g), *end = pos + gguf_file_size(g);
-    qsort(packed, (size_t)n_packed, sizeof *packed, compare_tensor_data);
+    if (n_packed > 0) qsort(packed, (size_t)n_packed, sizeof *packed, compare_tensor_data);
     for (int i = 0; i < n_packed; i++) {
         const uint8_t *p = packed[i]->data;
         if (p > pos) gguf_lock_range(g, pos, (size_t)(p - pos));
