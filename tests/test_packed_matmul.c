@@ -125,6 +125,59 @@ static void check_f16_slices(struct cpu_threadpool *pool) {
     tensor_ctx_free(ctx);
 }
 
+/* op_mul_mat_masked as causal attention uses it (F16 keys broadcast over
+ * heads, a mask [n_kv, n_tokens] of 0 and -inf): open entries are the
+ * reference's bits, masked ones the reference's or 0, and the fast path
+ * skips whole blocks of them. A mask of the wrong shape is refused. */
+static void check_masked(struct cpu_threadpool *pool) {
+    struct tensor_ctx *ctx = tensor_ctx_new(16, 16 << 20);
+    const int64_t n_kv = 200, n_tok = 150;
+    struct tensor *w = tensor_new_3d(ctx, GGML_TYPE_F16, 64, n_kv, 2);
+    struct tensor *x = tensor_new_3d(ctx, GGML_TYPE_F32, 64, n_tok, 4);
+    struct tensor *mask = tensor_new_2d(ctx, GGML_TYPE_F32, n_kv, n_tok);
+    fill_weight(w, false);
+    for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t j = 0; j < n_kv; j++) {
+            /* token t at position 50 + t; token 3 sees nothing, token 7 one scattered cell */
+            const bool open = t == 3 ? false : t == 7 ? j == 150 : j <= 50 + t;
+            ((float *)mask->data)[t * n_kv + j] = open ? 0.0f : -INFINITY;
+        }
+    }
+    CHECK(op_mul_mat_masked(ctx, w, x, tensor_new_2d(ctx, GGML_TYPE_F32, n_kv, n_tok + 1)) == NULL);
+    struct tensor *out = op_mul_mat_masked(ctx, w, x, mask);
+    CHECK(out != NULL);
+    if (!out) {
+        tensor_ctx_free(ctx);
+        return;
+    }
+    struct graph *g = graph_new(ctx, 8);
+    CHECK(graph_build_forward(g, out));
+    int bad = 0;
+    long skipped = 0;
+    for (int nt = 1; nt <= 3; nt++) {
+        memset(out->data, 0xff, tensor_nbytes(out));
+        CHECK(cpu_graph_compute(pool, g, nt, NULL, NULL));
+        for (int64_t h = 0; h < x->ne[2]; h++)
+            for (int64_t t = 0; t < n_tok; t++)
+                for (int64_t j = 0; j < n_kv; j++) {
+                    const float got = ((const float *)out->data)[(h * n_tok + t) * n_kv + j];
+                    const float want = reference(w, x, j, t, h, 0);
+                    const bool open = ((const float *)mask->data)[t * n_kv + j] == 0.0f;
+                    if (!open && got == 0.0f && want != 0.0f) {
+                        skipped++;
+                    } else if (memcmp(&got, &want, 4) != 0 && bad++ < 3) {
+                        fprintf(stderr, "masked f16 [%lld %lld %lld] (%s, %d threads): %.9g, reference %.9g\n",
+                                (long long)j, (long long)t, (long long)h, open ? "open" : "masked", nt, got, want);
+                    }
+                }
+    }
+    CHECK_MSG(bad == 0, "masked f16: %d outputs differ from the reference", bad);
+    if (cpu_fast_mul_mat_applies(out)) CHECK_MSG(skipped > 0, "masked f16: no masked block was skipped");
+    printf("  masked f16: %ld masked outputs skipped (3 thread counts)\n", skipped);
+    tensor_ctx_free(ctx);
+}
+
 /* A packed weight whose data moved (LoRA copies it) must not use the stale copy. */
 static void check_stale(struct cpu_threadpool *pool) {
     if (!cpu_packed_type(GGML_TYPE_Q4_0)) return;
@@ -156,6 +209,7 @@ int main(void) {
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
     check_f16_slices(pool);
+    check_masked(pool);
     check_stale(pool);
     cpu_threadpool_free(pool);
     return test_finish("test_packed_matmul");

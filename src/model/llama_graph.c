@@ -112,7 +112,7 @@ bool llm_build_llama(struct tensor_ctx *ctx, const struct llama_model *model, co
         if (!type_row_size(k_cache->type, head_k, &k_head_row)) return false;
         struct tensor *qp = tensor_permute(ctx, q, 0, 2, 1, 3);                    /* [head_k, n_tokens, n_head] */
         struct tensor *kc = tensor_view_3d(ctx, k_cache, head_k, n_kv, n_head_kv, k_row, k_head_row, 0);
-        struct tensor *kq = op_mul_mat(ctx, kc, qp);                               /* [n_kv, n_tokens, n_head] */
+        struct tensor *kq = op_mul_mat_masked(ctx, kc, qp, out->inp_mask);         /* [n_kv, n_tokens, n_head] */
         kq = op_soft_max(ctx, kq, out->inp_mask, kq_scale);
         struct tensor *vc = tensor_view_3d(ctx, v_cache, n_kv, head_v, n_head_kv, (size_t)n_ctx * v_elem,
                                            (size_t)n_ctx * head_v * v_elem, 0);

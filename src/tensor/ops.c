@@ -328,6 +328,18 @@ struct tensor *op_mul_mat(struct tensor_ctx *ctx, struct tensor *a, struct tenso
     return op_new(ctx, OP_MUL_MAT, GGML_TYPE_F32, ne, a, b);
 }
 
+struct tensor *op_mul_mat_masked(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b, struct tensor *mask) {
+    if (!a || !b || !mask) return NULL;
+    if (mask->type != GGML_TYPE_F32 || mask->ne[0] != a->ne[1] || mask->ne[1] != b->ne[1] || mask->ne[2] != 1 ||
+        mask->ne[3] != 1 || mask->nb[0] != sizeof(float)) {
+        error_set("mul_mat_masked: the mask must be F32 [%lld, %lld]", (long long)a->ne[1], (long long)b->ne[1]);
+        return NULL;
+    }
+    struct tensor *t = op_mul_mat(ctx, a, b);
+    if (t) t->src[2] = mask;
+    return t;
+}
+
 struct tensor *op_mul_mat_id(struct tensor_ctx *ctx, struct tensor *const *as, int n_as, struct tensor *ids, int id,
                              struct tensor *b) {
     if (!as || !ids || !b) return NULL;

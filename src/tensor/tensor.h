@@ -219,6 +219,12 @@ struct tensor *op_rms_norm(struct tensor_ctx *ctx, struct tensor *a, float eps);
 struct tensor *op_rms_norm_back(struct tensor_ctx *ctx, struct tensor *a, struct tensor *grad, float eps);
 /* W [k, n] x X [k, m, b2, b3] -> [n, m, b2, b3]; W broadcasts over b2/b3 when X has more. */
 struct tensor *op_mul_mat(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b);
+/* op_mul_mat whose result goes through a -inf mask M [n, m] (F32) before
+ * anything else reads it (attention scores before soft_max): an entry whose
+ * mask is -inf may be left 0 instead of computed, since adding the mask
+ * makes it -inf either way. The CPU kernels skip such blocks (causal
+ * attention's upper triangle); every other entry is op_mul_mat's. */
+struct tensor *op_mul_mat_masked(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b, struct tensor *mask);
 /* A mul_mat's op_params[0]: the order in which a backend may add the products.
  * MUL_MAT_ORDER_REFERENCE (0, what op_mul_mat sets) is b1892's, so results
  * match the reference bit for bit; MUL_MAT_ORDER_ANY allows faster kernels

@@ -559,9 +559,27 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
     }
 }
 
+/* For op_mul_mat_masked: the first and one past the last of an item's
+ * columns whose mask is not -inf throughout the item's rows (equal when
+ * there is none). Only those need computing; the others are left 0. */
+static void pk_mask_columns(const struct tensor *mask, int64_t row0, int nrows, int64_t col0, int ncols,
+                            int *first, int *end) {
+    *first = *end = 0;
+    for (int c = 0; c < ncols; c++) {
+        const float *m = (const float *)((const char *)mask->data + (size_t)(col0 + c) * mask->nb[1]) + row0;
+        bool open = false;
+        for (int r = 0; r < nrows && !open; r++) open = m[r] != -INFINITY;
+        if (!open) continue;
+        if (*end == *first) *first = c;
+        *end = c + 1;
+    }
+}
+
 /* F16 weights (any slices, broadcast as mul_mat allows): work items (slice,
  * block of rows, block of columns; cpu_packed_impl.h) claimed as the threads
- * go; matrix-vector products take guided chunks of 16-row units instead. */
+ * go; matrix-vector products take guided chunks of 16-row units instead. A
+ * masked product (op_mul_mat_masked) computes only the columns between the
+ * first and the last that its mask leaves open in the item's rows. */
 static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const pk_f16_item_fn kernel = pk_kernels()->f16;
@@ -569,6 +587,7 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
     const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
     const bool guided = ncols < PK_F16_MIN_COLS;
     const int64_t rows_per_item = guided ? 16 : pk_f16_rows(k);
+    const struct tensor *mask = dst->src[2]; /* op_mul_mat_masked's (shape checked there) */
     const int64_t row_blocks = (nrows + rows_per_item - 1) / rows_per_item;
     const int64_t col_blocks = (ncols + PK_F16_COL_BLOCK - 1) / PK_F16_COL_BLOCK;
     const int64_t items = slices * row_blocks * col_blocks;
@@ -582,7 +601,7 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
             const int64_t rb = item % row_blocks, cb = item / row_blocks % col_blocks;
             const int64_t slice = item / row_blocks / col_blocks, i12 = slice % x->ne[2], i13 = slice / x->ne[2];
             const int64_t row0 = rb * rows_per_item, col0 = cb * PK_F16_COL_BLOCK;
-            const struct pk_f16_item it = {
+            struct pk_f16_item it = {
                 .w = cpu_elem(w, 0, row0, i12 / r2, i13 / r3), .w_stride = w->nb[1] / sizeof(fp16_t),
                 .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
                 .act = (const float *)task->wdata + (size_t)(slice * ncols + col0) * pk_f16_stride(k),
@@ -590,6 +609,17 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
                 .k = k, .scratch = scratch, .dst = cpu_elem(dst, row0, col0, i12, i13),
                 .dst_stride = (size_t)dst->ne[0],
             };
+            if (mask) {
+                int first, end;
+                pk_mask_columns(mask, row0, it.nrows, col0, it.ncols, &first, &end);
+                for (int c = 0; c < it.ncols; c++) {
+                    if (c < first || c >= end) memset(it.dst + (size_t)c * it.dst_stride, 0, (size_t)it.nrows * sizeof(float));
+                }
+                it.act += (size_t)first * pk_f16_stride(k);
+                it.dst += (size_t)first * it.dst_stride;
+                it.ncols = end - first;
+                if (it.ncols == 0) continue;
+            }
             kernel(&it);
         }
     }
