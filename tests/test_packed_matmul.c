@@ -178,6 +178,24 @@ static void check_masked(struct cpu_threadpool *pool) {
     tensor_ctx_free(ctx);
 }
 
+/* F16 products over activations with zero tails of every length (attention's
+ * probabilities after the last visible key), incl. all-zero columns and -0
+ * entries: the kernels stop early and must still give the reference's bits. */
+static void check_zero_tails(struct cpu_threadpool *pool) {
+    struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
+    struct tensor *w = tensor_new_2d(ctx, GGML_TYPE_F16, 256, 70);
+    struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 256, 24);
+    fill_weight(w, false);
+    for (int64_t c = 0; c < x->ne[1]; c++) {
+        float *col = (float *)x->data + c * x->ne[0];
+        for (int64_t e = 0; e < x->ne[0]; e++) col[e] = e < 11 * c ? test_rand_uniform(&g_rng, 0, 1) : 0.0f;
+    }
+    ((float *)x->data)[5 * 256 + 200] = -0.0f;     /* a -0 in a tail */
+    ((float *)x->data)[6 * 256 + 255] = 0.5f;      /* a lone value at the very end */
+    check_product(pool, ctx, w, x, "f16 zero tails");
+    tensor_ctx_free(ctx);
+}
+
 /* A packed weight whose data moved (LoRA copies it) must not use the stale copy. */
 static void check_stale(struct cpu_threadpool *pool) {
     if (!cpu_packed_type(GGML_TYPE_Q4_0)) return;
@@ -210,6 +228,7 @@ int main(void) {
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
     check_f16_slices(pool);
     check_masked(pool);
+    check_zero_tails(pool);
     check_stale(pool);
     cpu_threadpool_free(pool);
     return test_finish("test_packed_matmul");

@@ -562,14 +562,28 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
 /* For op_mul_mat_masked: the first and one past the last of an item's
  * columns whose mask is not -inf throughout the item's rows (equal when
  * there is none). Only those need computing; the others are left 0. */
+/* Whether any of m[0..n) is not -inf; compares the bits (-inf has one
+ * pattern), 16 at a time without a branch, so that the compiler vectorizes. */
+static bool pk_mask_open(const float *m, int n) {
+    const uint32_t *bits = (const uint32_t *)m, neg_inf = 0xff800000u;
+    int r = 0;
+    for (; r + 16 <= n; r += 16) {
+        uint32_t open = 0;
+        for (int i = 0; i < 16; i++) open |= bits[r + i] ^ neg_inf;
+        if (open) return true;
+    }
+    for (; r < n; r++) {
+        if (bits[r] != neg_inf) return true;
+    }
+    return false;
+}
+
 static void pk_mask_columns(const struct tensor *mask, int64_t row0, int nrows, int64_t col0, int ncols,
                             int *first, int *end) {
     *first = *end = 0;
     for (int c = 0; c < ncols; c++) {
         const float *m = (const float *)((const char *)mask->data + (size_t)(col0 + c) * mask->nb[1]) + row0;
-        bool open = false;
-        for (int r = 0; r < nrows && !open; r++) open = m[r] != -INFINITY;
-        if (!open) continue;
+        if (!pk_mask_open(m, nrows)) continue;
         if (*end == *first) *first = c;
         *end = c + 1;
     }

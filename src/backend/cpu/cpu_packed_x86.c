@@ -665,6 +665,23 @@ PK_FN void pk_f16_tile_any(const void *w, bool f16, size_t ws, const float *act,
 #undef PK_F16_T
 }
 
+/* How much of k the columns [act, act + C * ks) need: up to their last
+ * element that is not +0, rounded up to 32 (at least 32). The products past
+ * it add only zeros, and they change no accumulator (accumulators start at
+ * +0 and an exact float sum is never -0 unless both terms are, so x * 0 adds
+ * nothing): attention's values x probabilities stop at the last key a token
+ * sees. */
+PK_FN int64_t pk_f16_extent(const float *act, size_t ks, int C, int64_t k) {
+    int64_t extent = 32;
+    for (int c = 0; c < C; c++) {
+        const uint32_t *bits = (const uint32_t *)(act + c * ks);
+        int64_t e = k;
+        while (e > extent && bits[e - 1] == 0) e--;
+        extent = e;
+    }
+    return (extent + 31) & ~(int64_t)31;
+}
+
 PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
     const int64_t k = it->k;
     const size_t ks = pk_f16_stride(k);
@@ -684,12 +701,13 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
     }
     for (int c = 0; c < it->ncols; c += PK_F16_TC) {
         const int C = it->ncols - c < PK_F16_TC ? it->ncols - c : PK_F16_TC;
-        for (int64_t k0 = 0; k0 < k; k0 += PK_F16_KB) {
-            const int64_t n = k - k0 < PK_F16_KB ? k - k0 : PK_F16_KB;
+        const int64_t kc = pk_f16_extent(it->act + c * ks, ks, C, k);
+        for (int64_t k0 = 0; k0 < kc; k0 += PK_F16_KB) {
+            const int64_t n = kc - k0 < PK_F16_KB ? kc - k0 : PK_F16_KB;
             for (int r = 0; r < it->nrows; r += PK_F16_TR) {
                 const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
                 pk_f16_tile_any(wf + r * ks + k0, false, ks, it->act + c * ks + k0, ks, n,
-                                acc + r * PK_F16_TC * 32, k0 == 0, k0 + n == k, it->dst + c * it->dst_stride + r,
+                                acc + r * PK_F16_TC * 32, k0 == 0, k0 + n == kc, it->dst + c * it->dst_stride + r,
                                 it->dst_stride, R, C);
             }
         }
