@@ -133,26 +133,42 @@ static void cpu_mul_mat_pack(const struct cpu_task *task, const struct tensor *w
     }
 }
 
-static void cpu_mul_mat_tiles(const struct cpu_task *task, struct tensor *dst) {
-    const struct tensor *w = dst->src[0], *x = dst->src[1];
-    const int64_t K = w->ne[0], N = w->ne[1];
-    const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
-    struct cpu_gemm_f32 g = {
-        .n0 = N, .n1 = x->ne[1], .nj = K, .a_sj = (size_t)N * sizeof(float), .b_s1 = x->nb[1], .b_sj = x->nb[0],
-        .c_s1 = dst->nb[1],
-    };
-    const int64_t per_slice = cpu_gemm_f32_n_tiles(&g);
+/* Points g at slice (i2, i3) of dst's operands. */
+typedef void (*cpu_gemm_slice_fn)(const struct cpu_task *task, const struct tensor *dst, int64_t i2, int64_t i3,
+                                  struct cpu_gemm_f32 *g);
+
+/* This thread's share of g's tiles over every slice of dst (the tiles of
+ * all slices split evenly between the threads). */
+static void cpu_gemm_f32_slices(const struct cpu_task *task, const struct tensor *dst, struct cpu_gemm_f32 *g,
+                                cpu_gemm_slice_fn point) {
+    const int64_t per_slice = cpu_gemm_f32_n_tiles(g);
     int64_t t0, t1;
-    cpu_task_rows(task, per_slice * x->ne[2] * x->ne[3], &t0, &t1);
+    cpu_task_rows(task, per_slice * dst->ne[2] * dst->ne[3], &t0, &t1);
     for (int64_t t = t0; t < t1;) {
-        const int64_t slice = t / per_slice, i12 = slice % x->ne[2], i13 = slice / x->ne[2];
+        const int64_t slice = t / per_slice;
         const int64_t end = (slice + 1) * per_slice < t1 ? (slice + 1) * per_slice : t1;
-        g.a = task->wdata + (size_t)((i12 / r2 + w->ne[2] * (i13 / r3)) * K * N) * sizeof(float);
-        g.b = cpu_elem(x, 0, 0, i12, i13);
-        g.c = cpu_elem(dst, 0, 0, i12, i13);
-        cpu_gemm_f32_run(&g, t - slice * per_slice, end - slice * per_slice);
+        point(task, dst, slice % dst->ne[2], slice / dst->ne[2], g);
+        cpu_gemm_f32_run(g, t - slice * per_slice, end - slice * per_slice);
         t = end;
     }
+}
+
+static void cpu_mul_mat_slice(const struct cpu_task *task, const struct tensor *dst, int64_t i12, int64_t i13,
+                              struct cpu_gemm_f32 *g) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
+    g->a = task->wdata + (size_t)((i12 / r2 + w->ne[2] * (i13 / r3)) * w->ne[0] * w->ne[1]) * sizeof(float);
+    g->b = cpu_elem(x, 0, 0, i12, i13);
+    g->c = cpu_elem(dst, 0, 0, i12, i13);
+}
+
+static void cpu_mul_mat_tiles(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    struct cpu_gemm_f32 g = {
+        .n0 = w->ne[1], .n1 = x->ne[1], .nj = w->ne[0], .a_sj = (size_t)w->ne[1] * sizeof(float), .b_s1 = x->nb[1],
+        .b_sj = x->nb[0], .c_s1 = dst->nb[1],
+    };
+    cpu_gemm_f32_slices(task, dst, &g, cpu_mul_mat_slice);
 }
 
 static void cpu_mul_mat(const struct cpu_task *task, struct tensor *dst) {
@@ -261,24 +277,21 @@ const struct cpu_op_desc cpu_desc_mul_mat_id = {
  * The reference adds the products in j order in float; with a's rows packed
  * (nb[0] = 4) the tiled kernels compute the same sums with fused multiply-adds. */
 
+static void cpu_out_prod_slice(const struct cpu_task *task, const struct tensor *dst, int64_t i2, int64_t i3,
+                               struct cpu_gemm_f32 *g) {
+    (void)task;
+    g->a = cpu_elem(dst->src[0], 0, 0, i2, i3);
+    g->b = cpu_elem(dst->src[1], 0, 0, i2, i3);
+    g->c = cpu_elem(dst, 0, 0, i2, i3);
+}
+
 static void cpu_out_prod_tiles(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *a = dst->src[0], *b = dst->src[1];
     struct cpu_gemm_f32 g = {
         .n0 = dst->ne[0], .n1 = dst->ne[1], .nj = a->ne[1], .a_sj = a->nb[1], .b_s1 = b->nb[0], .b_sj = b->nb[1],
         .c_s1 = dst->nb[1],
     };
-    const int64_t per_slice = cpu_gemm_f32_n_tiles(&g);
-    int64_t t0, t1;
-    cpu_task_rows(task, per_slice * dst->ne[2] * dst->ne[3], &t0, &t1);
-    for (int64_t t = t0; t < t1;) {
-        const int64_t slice = t / per_slice, i2 = slice % dst->ne[2], i3 = slice / dst->ne[2];
-        const int64_t end = (slice + 1) * per_slice < t1 ? (slice + 1) * per_slice : t1;
-        g.a = cpu_elem(a, 0, 0, i2, i3);
-        g.b = cpu_elem(b, 0, 0, i2, i3);
-        g.c = cpu_elem(dst, 0, 0, i2, i3);
-        cpu_gemm_f32_run(&g, t - slice * per_slice, end - slice * per_slice);
-        t = end;
-    }
+    cpu_gemm_f32_slices(task, dst, &g, cpu_out_prod_slice);
 }
 
 static void cpu_out_prod(const struct cpu_task *task, struct tensor *dst) {
