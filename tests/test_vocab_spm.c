@@ -143,6 +143,8 @@ static void test_vocab_table(const struct vocab *v, const cJSON *golden) {
     CHECK_EQ_INT(vocab_token_to_piece(v, once, buf, 5), 5);
     CHECK(memcmp(buf, " Once", 5) == 0);
     CHECK_EQ_INT(vocab_token_to_piece(v, 0, buf, 2), -3); /* <unk> -> U+2585 */
+    /* an empty piece (BOS) asked for its length with no buffer: 0, nothing touched */
+    CHECK_EQ_INT(vocab_token_to_piece(v, vocab_bos(v), NULL, 0), 0);
 }
 
 static void test_special_cache(const struct vocab *v) {

@@ -669,6 +669,6 @@ int32_t vocab_token_to_piece(const struct vocab *v, int32_t id, char *buf, int32
     if ((size_t)(size < 0 || !buf ? 0 : size) < len) {
         return -(int32_t)len;
     }
-    memcpy(buf, piece, len);
+    if (len) memcpy(buf, piece, len); /* buf may be NULL when the piece is empty */
     return (int32_t)len;
 }
