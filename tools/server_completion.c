@@ -465,6 +465,7 @@ static void generate(struct generation *g) {
     g->t_prompt_us = llama_time_us();
     int32_t n_keep = c->n_keep < 0 ? (int32_t)g->prompt.n : c->n_keep;
     if (n_keep > s->n_ctx - 4) n_keep = s->n_ctx - 4;
+    if (n_keep < 0) n_keep = 0; /* a context of fewer than 4 tokens */
     g->stopped_limit = c->n_predict == 0;
     while (!g->stopped_limit) {
         llama_token id = sampler_sample(g->smp, s->ctx, NULL, 0);
