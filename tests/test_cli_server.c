@@ -424,6 +424,11 @@ static void test_errors(int port) {
     check_raw_status(port, big, strlen(big), 413);
     const char *chunked = "POST /completion HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n0\r\n\r\n";
     check_raw_status(port, chunked, strlen(chunked), 411);
+    char *huge = malloc(70000); /* headers that never end */
+    memcpy(huge, "GET /health HTTP/1.1\r\nX: ", 26);
+    memset(huge + 26, 'x', 70000 - 26);
+    check_raw_status(port, huge, 70000, 431);
+    free(huge);
     const char *v2 = "GET /health HTTP/2.0\r\n\r\n";
     check_raw_status(port, v2, strlen(v2), 505);
     /* CORS preflight */
@@ -513,6 +518,14 @@ int main(void) {
     test_connections(port, &proc);
     free(greedy64);
     stop_server(&proc);
+
+    /* bad options: one line, status 1 */
+    struct cli_result bad = cli_run((const char *[]){ "server", "-m", model, "--port", "70000", NULL }, NULL, 60);
+    CHECK(bad.status == 1 && strstr(bad.err, "llamac server: --port expects"));
+    cli_result_free(&bad);
+    bad = cli_run((const char *[]){ "server", "-m", model, "--host", "192.0.2.1", NULL }, NULL, 60);
+    CHECK(bad.status == 1 && strstr(bad.err, "llamac server: cannot listen on 192.0.2.1"));
+    cli_result_free(&bad);
 
     /* without --embedding, /embedding is refused */
     const int port2 = server_start(&proc, (const char *[]){ "server", "-m", model, "--port", "0", "-t", "1", NULL });
