@@ -200,12 +200,13 @@ static void handle_detokenize(struct server *s, int fd, const char *body, size_t
             problem = "\"tokens\" must hold token ids inside the vocabulary";
             break;
         }
-        char piece[256];
-        const int32_t n = llama_token_to_piece(s->model, (llama_token)el->valuedouble, piece, sizeof piece);
-        if (n <= 0) continue;
-        if (text_len + (size_t)n + 1 > text_cap) {
+        /* the piece goes straight into the text; a negative length is the room it needs */
+        const llama_token id = (llama_token)el->valuedouble;
+        int32_t n = llama_token_to_piece(s->model, id, text ? text + text_len : NULL, (int32_t)(text_cap - text_len));
+        if (n < 0 || text_len + (size_t)n + 1 > text_cap) {
+            const size_t need = text_len + (size_t)(n < 0 ? -n : n) + 1;
             size_t cap = text_cap ? text_cap * 2 : 256;
-            while (cap < text_len + (size_t)n + 1) cap *= 2;
+            while (cap < need) cap *= 2;
             char *grown = realloc(text, cap);
             if (!grown) {
                 problem = "out of memory";
@@ -213,9 +214,9 @@ static void handle_detokenize(struct server *s, int fd, const char *body, size_t
             }
             text = grown;
             text_cap = cap;
+            n = llama_token_to_piece(s->model, id, text + text_len, (int32_t)(text_cap - text_len));
         }
-        memcpy(text + text_len, piece, (size_t)n);
-        text_len += (size_t)n;
+        if (n > 0) text_len += (size_t)n;
     }
     if (problem) {
         server_send_error(fd, 400, problem);
