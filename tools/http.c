@@ -11,6 +11,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -75,23 +76,29 @@ int http_accept(int listen_fd, int timeout_ms, int send_timeout_ms) {
     return fd;
 }
 
-/* 1: readable, 0: nothing within timeout_ms, -1: *stop was set or poll failed. */
-static int wait_readable(int fd, int timeout_ms, volatile sig_atomic_t *stop) {
-    for (int waited = 0; waited < timeout_ms;) {
+static int64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* 1: readable, 0: the deadline passed, -1: *stop was set or poll failed. */
+static int wait_readable(int fd, int64_t deadline_ms, volatile sig_atomic_t *stop) {
+    for (;;) {
         if (stop && *stop) return -1;
-        const int slice = timeout_ms - waited < 200 ? timeout_ms - waited : 200; /* see *stop soon */
+        const int64_t left = deadline_ms - now_ms();
+        if (left <= 0) return 0;
         struct pollfd pfd = { fd, POLLIN, 0 };
-        const int r = poll(&pfd, 1, slice);
+        const int r = poll(&pfd, 1, left < 200 ? (int)left : 200); /* see *stop soon */
         if (r > 0) return 1;
         if (r < 0 && errno != EINTR) return -1;
-        waited += slice;
     }
-    return 0;
 }
 
 /* Reads what is available into req->buf, at most `want` bytes.
- * >0: bytes read, 0: end of stream or error, -408: timeout, -1: stopped. */
-static long read_some(int fd, struct http_request *req, size_t want, int timeout_ms, volatile sig_atomic_t *stop) {
+ * >0: bytes read, 0: end of stream or error, -408: deadline passed, -1: stopped. */
+static long read_some(int fd, struct http_request *req, size_t want, int64_t deadline_ms,
+                      volatile sig_atomic_t *stop) {
     if (req->len + want + 1 > req->cap) {
         size_t cap = req->cap ? req->cap : 16384;
         while (cap < req->len + want + 1) cap *= 2;
@@ -100,7 +107,7 @@ static long read_some(int fd, struct http_request *req, size_t want, int timeout
         req->buf = grown;
         req->cap = cap;
     }
-    const int ready = wait_readable(fd, timeout_ms, stop);
+    const int ready = wait_readable(fd, deadline_ms, stop);
     if (ready <= 0) return ready == 0 ? -408 : -1;
     for (;;) {
         const ssize_t got = recv(fd, req->buf + req->len, want, 0);
@@ -192,10 +199,13 @@ static int parse_headers(const char *text, size_t n, struct header_info *h) {
 
 int http_read_request(int fd, struct http_request *req, int timeout_ms, volatile sig_atomic_t *stop) {
     memset(req, 0, sizeof *req);
+    const int64_t deadline = now_ms() + timeout_ms;
     const char *head_end = NULL;
-    while (!(head_end = req->len ? memmem(req->buf, req->len, "\r\n\r\n", 4) : NULL)) {
+    size_t scanned = 0; /* where the search for the blank line goes on */
+    while (!(head_end = req->len ? memmem(req->buf + scanned, req->len - scanned, "\r\n\r\n", 4) : NULL)) {
+        scanned = req->len > 3 ? req->len - 3 : 0;
         if (req->len >= HTTP_MAX_HEADER) return 431;
-        const long got = read_some(fd, req, HTTP_MAX_HEADER + 4 - req->len, timeout_ms, stop);
+        const long got = read_some(fd, req, HTTP_MAX_HEADER + 4 - req->len, deadline, stop);
         if (got == -408) return 408;
         if (got <= 0) return -1;
     }
@@ -216,7 +226,7 @@ int http_read_request(int fd, struct http_request *req, int timeout_ms, volatile
         if (!http_send_all(fd, cont, sizeof cont - 1)) return -1;
     }
     while (have < h.content_length) {
-        const long got = read_some(fd, req, h.content_length - have, timeout_ms, stop);
+        const long got = read_some(fd, req, h.content_length - have, deadline, stop);
         if (got == -408) return 408;
         if (got <= 0) return -1;
         have += (size_t)got;

@@ -8,8 +8,8 @@
  * What a client can get wrong is answered with a status, never a crash:
  * malformed request line or headers 400, headers over HTTP_MAX_HEADER 431,
  * a body over HTTP_MAX_BODY 413, a Transfer-Encoding (chunked) body 411,
- * an HTTP version other than 1.0/1.1 505, silence longer than the read
- * timeout 408.
+ * an HTTP version other than 1.0/1.1 505, a request that takes longer than
+ * the read timeout to arrive 408.
  */
 #ifndef LLAMAC_TOOLS_HTTP_H
 #define LLAMAC_TOOLS_HTTP_H
@@ -42,7 +42,7 @@ int http_accept(int listen_fd, int timeout_ms, int send_timeout_ms);
 /* Reads one request from fd. Returns 0 when *req holds it, an HTTP error
  * status (400, 408, 411, 413, 431, 505) when the request is bad, or -1 when
  * the client went away or *stop was set before a request arrived (nothing
- * to answer). Waits at most timeout_ms for each piece of the request. */
+ * to answer). The whole request must arrive within timeout_ms (408). */
 int http_read_request(int fd, struct http_request *req, int timeout_ms, volatile sig_atomic_t *stop);
 void http_request_free(struct http_request *req);
 
