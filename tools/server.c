@@ -190,9 +190,9 @@ static void handle_detokenize(struct server *s, int fd, const char *body, size_t
     cJSON *req = server_parse_body(fd, body, len);
     if (!req) return;
     const cJSON *tokens = cJSON_GetObjectItemCaseSensitive(req, "tokens");
-    char *text = NULL;
-    size_t text_len = 0, text_cap = 0;
-    const char *problem = NULL;
+    size_t text_len = 0, text_cap = 256;
+    char *text = malloc(text_cap); /* never NULL to llama_token_to_piece, even for an empty piece */
+    const char *problem = text ? NULL : "out of memory";
     if (tokens && !cJSON_IsNull(tokens) && !cJSON_IsArray(tokens)) problem = "\"tokens\" must be an array of token ids";
     for (const cJSON *el = cJSON_IsArray(tokens) ? tokens->child : NULL; el && !problem; el = el->next) {
         if (!cJSON_IsNumber(el) || el->valuedouble != floor(el->valuedouble) || el->valuedouble < 0 ||
@@ -202,10 +202,10 @@ static void handle_detokenize(struct server *s, int fd, const char *body, size_t
         }
         /* the piece goes straight into the text; a negative length is the room it needs */
         const llama_token id = (llama_token)el->valuedouble;
-        int32_t n = llama_token_to_piece(s->model, id, text ? text + text_len : NULL, (int32_t)(text_cap - text_len));
+        int32_t n = llama_token_to_piece(s->model, id, text + text_len, (int32_t)(text_cap - text_len));
         if (n < 0 || text_len + (size_t)n + 1 > text_cap) {
             const size_t need = text_len + (size_t)(n < 0 ? -n : n) + 1;
-            size_t cap = text_cap ? text_cap * 2 : 256;
+            size_t cap = text_cap * 2;
             while (cap < need) cap *= 2;
             char *grown = realloc(text, cap);
             if (!grown) {
@@ -221,9 +221,9 @@ static void handle_detokenize(struct server *s, int fd, const char *body, size_t
     if (problem) {
         server_send_error(fd, 400, problem);
     } else {
-        if (text) text[text_len] = '\0';
+        text[text_len] = '\0';
         cJSON *json = cJSON_CreateObject();
-        cJSON_AddStringToObject(json, "content", text ? text : "");
+        cJSON_AddStringToObject(json, "content", text);
         server_send_json(fd, json);
     }
     free(text);

@@ -297,6 +297,7 @@ static bool grow(void **data, size_t *cap, size_t need, size_t elem) {
 
 /* The token's piece into g->piece; returns its length. */
 static size_t token_piece(struct generation *g, llama_token id) {
+    if (!g->piece && !grow((void **)&g->piece, &g->piece_cap, 64, 1)) return 0; /* never a NULL buffer */
     int32_t n = llama_token_to_piece(g->s->model, id, g->piece, (int32_t)g->piece_cap);
     if (n < 0 && grow((void **)&g->piece, &g->piece_cap, (size_t)-n, 1)) {
         n = llama_token_to_piece(g->s->model, id, g->piece, (int32_t)g->piece_cap);
