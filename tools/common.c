@@ -1,6 +1,7 @@
 #include "common.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -183,6 +184,17 @@ void common_print_options(void) {
            "  -l, --logit-bias ID+B     add B to token ID's logit (ID-inf bans it)\n");
 }
 
+int common_fail(const char *cmd, const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap); /* first, as an argument may be error_last() */
+    va_end(ap);
+    if (cmd) return cli_fail(cmd, "%s", msg);
+    error_set("%s", msg);
+    return 1;
+}
+
 static void log_sink_warnings(enum ggml_log_level level, const char *text, void *user_data) {
     (void)user_data;
     if (level == GGML_LOG_LEVEL_WARN) fputs(text, stderr);
@@ -302,4 +314,41 @@ char *common_read_prompt_file(const char *cmd, const char *path) {
     size_t len = strlen(text);
     if (len > 0 && text[len - 1] == '\n') text[len - 1] = '\0';
     return text;
+}
+
+size_t common_utf8_complete_len(const char *text, size_t n) {
+    /* find the start of a trailing, possibly incomplete sequence */
+    for (size_t back = 1; back <= 4 && back <= n; back++) {
+        const unsigned char c = (unsigned char)text[n - back];
+        if ((c & 0xC0) == 0x80) continue; /* continuation byte */
+        const size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
+bool tokens_append(struct tokens *t, const llama_token *src, size_t n) {
+    if (t->n + n > t->cap) {
+        size_t cap = t->cap ? t->cap : 64;
+        while (cap < t->n + n) cap *= 2;
+        llama_token *grown = realloc(t->data, cap * sizeof *grown);
+        if (!grown) return false;
+        t->data = grown;
+        t->cap = cap;
+    }
+    if (n) memcpy(t->data + t->n, src, n * sizeof *src);
+    t->n += n;
+    return true;
+}
+
+bool tokens_push(struct tokens *t, llama_token id) {
+    return tokens_append(t, &id, 1);
+}
+
+bool tokens_tokenize(struct tokens *t, const struct llama_model *model, const char *text, bool add_bos, bool special) {
+    int32_t n = 0;
+    llama_token *toks = common_tokenize(model, text, add_bos, special, &n);
+    bool ok = toks && tokens_append(t, toks, (size_t)n);
+    free(toks);
+    return ok;
 }

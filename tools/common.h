@@ -7,6 +7,7 @@
 #define LLAMAC_TOOLS_COMMON_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "llama.h"
@@ -94,11 +95,31 @@ char *common_read_prompt_file(const char *cmd, const char *path);
 /* Tokenizes text into a malloc'ed array; NULL (with a message) on failure. */
 llama_token *common_tokenize(const struct llama_model *model, const char *text, bool add_bos, bool special, int32_t *n_out);
 
+/* Reports a failure: with cmd prints "llamac CMD: message" (cli_fail); with
+ * cmd NULL (a server answering a request) records it as the last error
+ * (error_set) for the caller to pass on. Returns 1. */
+int common_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* A growable token array (free data when done); the functions return false when memory runs out. */
+struct tokens {
+    llama_token *data;
+    size_t n, cap;
+};
+bool tokens_append(struct tokens *t, const llama_token *src, size_t n);
+bool tokens_push(struct tokens *t, llama_token id);
+/* Appends the tokens of text (common_tokenize); false if it cannot be tokenized. */
+bool tokens_tokenize(struct tokens *t, const struct llama_model *model, const char *text, bool add_bos, bool special);
+
 /* Parses GBNF text (b1892's syntax) and builds the grammar from its "root"
- * rule. On failure prints "llamac CMD: NAME: reason" (line and column for a
- * syntax error; an undefined rule, no root, left recursion) and returns NULL.
+ * rule. On failure reports "NAME: reason" through common_fail (line and
+ * column for a syntax error; an undefined rule, no root, left recursion) and
+ * returns NULL.
  * With printed, *printed receives b1892's print_grammar text (malloc'ed). */
 struct llama_grammar *common_grammar_load(const char *cmd, const char *name, const char *text, char **printed);
+
+/* The length of text[0, n) without a trailing UTF-8 sequence that is still
+ * incomplete (the bytes a streaming tool holds back until the next piece). */
+size_t common_utf8_complete_len(const char *text, size_t n);
 
 /* Reads a whole file ("-" = stdin) into a malloc'ed NUL-terminated string; NULL if it cannot be read. */
 char *common_read_file(const char *path);

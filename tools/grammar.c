@@ -21,24 +21,24 @@ static const char *grammar_error(void) {
 struct llama_grammar *common_grammar_load(const char *cmd, const char *name, const char *text, char **printed) {
     struct gbnf_grammar g;
     if (!gbnf_parse(text, &g)) {
-        cli_fail(cmd, "%s: %s", name, grammar_error());
+        common_fail(cmd, "%s: %s", name, grammar_error());
         return NULL;
     }
     struct llama_grammar *lg = NULL;
     const int32_t root = gbnf_symbol_id(&g, "root");
     if (!gbnf_check_defined(&g, text)) {
-        cli_fail(cmd, "%s: %s", name, grammar_error());
+        common_fail(cmd, "%s: %s", name, grammar_error());
     } else if (root < 0) {
-        cli_fail(cmd, "%s: no rule named 'root'", name);
+        common_fail(cmd, "%s: no rule named 'root'", name);
     } else {
         lg = grammar_create((const llama_grammar_element **)g.rules, g.n_rules, (size_t)root);
         unsigned rule;
         if (!lg && sscanf(error_last(), "grammar: rule %u is left-recursive", &rule) == 1 && rule < g.n_symbols) {
-            cli_fail(cmd, "%s: rule '%s' is left-recursive (b1892 would recurse forever)", name, g.symbol_names[rule]);
+            common_fail(cmd, "%s: rule '%s' is left-recursive (b1892 would recurse forever)", name, g.symbol_names[rule]);
         } else if (!lg) {
-            cli_fail(cmd, "%s: %s", name, grammar_error());
+            common_fail(cmd, "%s: %s", name, grammar_error());
         } else if (printed && !(*printed = gbnf_print(&g))) {
-            cli_fail(cmd, "%s: %s", name, grammar_error());
+            common_fail(cmd, "%s: %s", name, grammar_error());
             grammar_free(lg);
             lg = NULL;
         }

@@ -18,6 +18,7 @@ int cmd_imatrix(int argc, char **argv);
 int cmd_embedding(int argc, char **argv);
 int cmd_make_model(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
+int cmd_server(int argc, char **argv);
 
 /* One row per subcommand; the implementations live in tools/<name>.c. */
 static const struct cli_command g_commands[] = {
@@ -30,6 +31,7 @@ static const struct cli_command g_commands[] = {
     { "quantize", cmd_quantize, "convert a GGUF model to another file type (Q4_0 ... Q8_0, k-quants, IQ2, F16)" },
     { "perplexity", cmd_perplexity, "measure a model's perplexity on a text (or its HellaSwag score)" },
     { "imatrix", cmd_imatrix, "collect an importance matrix for quantization from a text" },
+    { "server", cmd_server, "serve completions over HTTP (b1892's server: /completion, /tokenize, ...)" },
     { "embedding", cmd_embedding, "print the embedding of a prompt's last token" },
     { "make-model", cmd_make_model, "write a random-weight LLaMA GGUF of a preset shape (benchmark models)" },
     { "bench", cmd_bench, "measure prompt processing and generation speed (like llama-bench)" },

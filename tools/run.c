@@ -82,40 +82,6 @@ static void run_usage(const char *cmd) {
     common_print_options();
 }
 
-/* ---- growable token arrays ---- */
-
-struct tokens {
-    llama_token *data;
-    size_t n, cap;
-};
-
-static bool tokens_append(struct tokens *t, const llama_token *src, size_t n) {
-    if (t->n + n > t->cap) {
-        size_t cap = t->cap ? t->cap : 64;
-        while (cap < t->n + n) cap *= 2;
-        llama_token *grown = realloc(t->data, cap * sizeof *grown);
-        if (!grown) return false;
-        t->data = grown;
-        t->cap = cap;
-    }
-    memcpy(t->data + t->n, src, n * sizeof *src);
-    t->n += n;
-    return true;
-}
-
-static bool tokens_push(struct tokens *t, llama_token id) {
-    return tokens_append(t, &id, 1);
-}
-
-static bool tokens_tokenize(struct tokens *t, const struct llama_model *model, const char *text, bool add_bos,
-                            bool special) {
-    int32_t n = 0;
-    llama_token *toks = common_tokenize(model, text, add_bos, special, &n);
-    bool ok = toks && tokens_append(t, toks, (size_t)n);
-    free(toks);
-    return ok;
-}
-
 /* ---- output: pieces are streamed, an incomplete UTF-8 character is held back ---- */
 
 #define RUN_OUT_BUF 64 /* pending output bytes: a few pieces */
@@ -127,17 +93,7 @@ struct run_output {
 
 /* Prints the complete UTF-8 characters of the buffer (all of it with flush). */
 static void output_emit(struct run_output *o, bool flush) {
-    size_t n = o->len, complete = n;
-    if (!flush) {
-        /* find the start of a trailing, possibly incomplete sequence */
-        for (size_t back = 1; back <= 4 && back <= n; back++) {
-            unsigned char c = (unsigned char)o->buf[n - back];
-            if ((c & 0xC0) == 0x80) continue; /* continuation byte */
-            size_t need = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-            if (need > back) complete = n - back;
-            break;
-        }
-    }
+    const size_t n = o->len, complete = flush ? n : common_utf8_complete_len(o->buf, n);
     fwrite(o->buf, 1, complete, stdout);
     fflush(stdout);
     memmove(o->buf, o->buf + complete, n - complete);

@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
 #include "core/log.h"
 
 struct sampler {
@@ -14,6 +13,7 @@ struct sampler {
     int32_t n_vocab;
     llama_token *prev;        /* n_prev most recent tokens, oldest first */
     llama_token_data *cand;   /* n_vocab candidates, rebuilt per token */
+    llama_token_data_array cur; /* cand as the last sampler_sample left it */
     float mirostat_mu;
     struct llama_grammar *grammar_initial; /* as parsed, for sampler_reset */
     struct llama_grammar *grammar;         /* the state during generation */
@@ -23,14 +23,14 @@ struct sampler *sampler_new(const char *cmd, const struct sampling_params *param
     const int32_t n_vocab = llama_n_vocab(model);
     for (int32_t i = 0; i < params->n_logit_bias; i++) {
         if (params->logit_bias[i].token >= n_vocab) {
-            cli_fail(cmd, "--logit-bias: token %d is outside the vocabulary (%d tokens)", params->logit_bias[i].token,
+            common_fail(cmd, "--logit-bias: token %d is outside the vocabulary (%d tokens)", params->logit_bias[i].token,
                      n_vocab);
             return NULL;
         }
     }
     struct sampler *s = calloc(1, sizeof *s);
     if (!s) {
-        cli_fail(cmd, "out of memory creating the sampler");
+        common_fail(cmd, "out of memory creating the sampler");
         return NULL;
     }
     s->params = *params;
@@ -43,14 +43,14 @@ struct sampler *sampler_new(const char *cmd, const struct sampling_params *param
     s->mirostat_mu = 0.0f;
     if (!s->prev || !s->cand) {
         sampler_free(s);
-        cli_fail(cmd, "out of memory creating the sampler");
+        common_fail(cmd, "out of memory creating the sampler");
         return NULL;
     }
     if (params->grammar && params->grammar[0]) {
         s->grammar_initial = common_grammar_load(cmd, "grammar", params->grammar, NULL);
         s->grammar = s->grammar_initial ? llama_grammar_copy(s->grammar_initial) : NULL;
         if (!s->grammar) {
-            if (s->grammar_initial) cli_fail(cmd, "out of memory creating the grammar");
+            if (s->grammar_initial) common_fail(cmd, "out of memory creating the grammar");
             sampler_free(s);
             return NULL;
         }
@@ -103,19 +103,20 @@ llama_token sampler_sample(struct sampler *s, struct llama_context *ctx, struct 
         llama_sample_apply_guidance(ctx, logits, guidance, p->cfg_scale);
     }
     for (int32_t i = 0; i < s->n_vocab; i++) s->cand[i] = (llama_token_data){ i, logits[i], 0.0f };
-    llama_token_data_array cur = { s->cand, (size_t)s->n_vocab, false };
+    s->cur = (llama_token_data_array){ s->cand, (size_t)s->n_vocab, false };
+    llama_token_data_array *cur = &s->cur;
 
     const int32_t last_n = p->penalty_last_n < 0 ? p->n_prev : p->penalty_last_n;
     const int32_t n_pen = last_n < p->n_prev ? last_n : p->n_prev;
     if (n_pen > 0) {
         const llama_token nl = llama_token_nl(s->model);
         const float nl_logit = nl >= 0 && nl < s->n_vocab ? logits[nl] : 0.0f;
-        llama_sample_repetition_penalties(ctx, &cur, s->prev + p->n_prev - n_pen, (size_t)n_pen, p->penalty_repeat,
+        llama_sample_repetition_penalties(ctx, cur, s->prev + p->n_prev - n_pen, (size_t)n_pen, p->penalty_repeat,
                                           p->penalty_freq, p->penalty_present);
         if (!p->penalize_nl) {
-            for (size_t i = 0; i < cur.size; i++) {
-                if (cur.data[i].id == nl) {
-                    cur.data[i].logit = nl_logit;
+            for (size_t i = 0; i < cur->size; i++) {
+                if (cur->data[i].id == nl) {
+                    cur->data[i].logit = nl_logit;
                     break;
                 }
             }
@@ -123,37 +124,41 @@ llama_token sampler_sample(struct sampler *s, struct llama_context *ctx, struct 
     }
 
     if (s->grammar) {
-        llama_sample_grammar(ctx, &cur, s->grammar);
+        llama_sample_grammar(ctx, cur, s->grammar);
         /* b1892 would go on and abort when accepting whatever it drew */
         size_t allowed = 0;
-        while (allowed < cur.size && cur.data[allowed].logit == -INFINITY) allowed++;
-        if (allowed == cur.size) {
+        while (allowed < cur->size && cur->data[allowed].logit == -INFINITY) allowed++;
+        if (allowed == cur->size) {
             error_set("the grammar allows no further token");
             return -1;
         }
     }
 
     if (p->temp < 0.0f) {
-        llama_sample_softmax(ctx, &cur);
-        return cur.data[0].id;
+        llama_sample_softmax(ctx, cur);
+        return cur->data[0].id;
     }
-    if (p->temp == 0.0f) return llama_sample_token_greedy(ctx, &cur);
+    if (p->temp == 0.0f) return llama_sample_token_greedy(ctx, cur);
     if (p->mirostat == 1) {
-        llama_sample_temp(ctx, &cur, p->temp);
-        return llama_sample_token_mirostat(ctx, &cur, p->mirostat_tau, p->mirostat_eta, 100, &s->mirostat_mu);
+        llama_sample_temp(ctx, cur, p->temp);
+        return llama_sample_token_mirostat(ctx, cur, p->mirostat_tau, p->mirostat_eta, 100, &s->mirostat_mu);
     }
     if (p->mirostat == 2) {
-        llama_sample_temp(ctx, &cur, p->temp);
-        return llama_sample_token_mirostat_v2(ctx, &cur, p->mirostat_tau, p->mirostat_eta, &s->mirostat_mu);
+        llama_sample_temp(ctx, cur, p->temp);
+        return llama_sample_token_mirostat_v2(ctx, cur, p->mirostat_tau, p->mirostat_eta, &s->mirostat_mu);
     }
-    for (const char *c = p->samplers; *c; c++) apply_sampler(ctx, &cur, *c, p, s->n_vocab);
-    return llama_sample_token(ctx, &cur);
+    for (const char *c = p->samplers; *c; c++) apply_sampler(ctx, cur, *c, p, s->n_vocab);
+    return llama_sample_token(ctx, cur);
 }
 
 void sampler_accept(struct sampler *s, struct llama_context *ctx, llama_token id, bool apply_grammar) {
     memmove(s->prev, s->prev + 1, (size_t)(s->params.n_prev - 1) * sizeof *s->prev);
     s->prev[s->params.n_prev - 1] = id;
     if (apply_grammar && s->grammar) llama_grammar_accept_token(ctx, s->grammar, id);
+}
+
+llama_token_data_array *sampler_candidates(struct sampler *s) {
+    return &s->cur;
 }
 
 llama_token sampler_last(const struct sampler *s) {

@@ -12,7 +12,8 @@
 
 struct sampler;
 
-/* NULL (with "llamac CMD: ..." on stderr) if the grammar does not parse, a
+/* NULL (reported through common_fail: "llamac CMD: ..." on stderr, or with
+ * cmd NULL the last error) if the grammar does not parse, a
  * logit bias names a token outside the vocabulary, or memory runs out. */
 struct sampler *sampler_new(const char *cmd, const struct sampling_params *params, const struct llama_model *model);
 void sampler_free(struct sampler *s);
@@ -30,6 +31,12 @@ llama_token sampler_sample(struct sampler *s, struct llama_context *ctx, struct 
 /* Records a token (prompt or sampled) in the penalty window; with
  * apply_grammar the grammar advances over it. */
 void sampler_accept(struct sampler *s, struct llama_context *ctx, llama_token id, bool apply_grammar);
+
+/* The candidates as the last sampler_sample left them (b1892's
+ * ctx_sampling->cur, what the server's n_probs reports): after the penalties,
+ * the grammar and the samplers that ran, sorted with probabilities where a
+ * sampler computed them. Valid until the next sampler_sample. */
+llama_token_data_array *sampler_candidates(struct sampler *s);
 
 /* The most recent token of the window (b1892's llama_sampling_last). */
 llama_token sampler_last(const struct sampler *s);
