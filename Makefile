@@ -1,7 +1,7 @@
 # Thin wrapper over CMake for the README's commands.
 JOBS ?= 2
 
-.PHONY: all test run clean default-model
+.PHONY: all test test-arm64 run clean default-model
 all:
 	@bash scripts/install-deps.sh build
 	cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -17,10 +17,14 @@ run: all
 test:
 	JOBS=$(JOBS) bash scripts/test.sh
 
+# Only the arm64 suite: cross-built, run under qemu-user (part of `make test`).
+test-arm64:
+	JOBS=$(JOBS) bash scripts/test-arm64.sh
+
 # Trains the default model from scratch: corpus, tokenizer, training, plot, card
 # (about an hour with 2 threads; see docs/training.md).
 default-model:
 	bash scripts/train-default-model.sh
 
 clean:
-	rm -rf build build-asan build-fuzz
+	rm -rf build build-asan build-fuzz build-arm64 build-arm64-dotprod

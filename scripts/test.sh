@@ -4,6 +4,8 @@
 #   2. the whole suite again under AddressSanitizer + UndefinedBehaviorSanitizer
 #   3. the libFuzzer targets for a short while (clang)
 #   4. the Ruby gem's minitest suite
+#   5. the suite built for aarch64 and run under qemu-user (NEON kernels;
+#      scripts/test-arm64.sh, skipped where it cannot be set up)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${JOBS:-2}
@@ -31,5 +33,8 @@ fi
 if [ -d ruby ] && [ -f ruby/Rakefile -o -d ruby/test ]; then
   echo "== ruby gem tests"
   bash scripts/ruby-test.sh
+fi
+if [ "${LLAMAC_SKIP_ARM64:-0}" != 1 ]; then
+  bash scripts/test-arm64.sh
 fi
 echo "== all tests passed"
