@@ -674,10 +674,15 @@ PK_FN void pk_f16_tile_any(const void *w, bool f16, size_t ws, const float *act,
 PK_FN int64_t pk_f16_extent(const float *act, size_t ks, int C, int64_t k) {
     int64_t extent = 32;
     for (int c = 0; c < C; c++) {
-        const uint32_t *bits = (const uint32_t *)(act + c * ks);
-        int64_t e = k;
-        while (e > extent && bits[e - 1] == 0) e--;
-        extent = e;
+        /* 16 elements at a time from the end: the first group with a nonzero bit pattern */
+        const __m512i *v = (const __m512i *)(act + c * ks);
+        int64_t e = k / 16;
+        while (e > extent / 16) {
+            const __m512i x = _mm512_loadu_si512(v + e - 1);
+            if (_mm512_test_epi32_mask(x, x)) break;
+            e--;
+        }
+        extent = 16 * e;
     }
     return (extent + 31) & ~(int64_t)31;
 }
