@@ -418,8 +418,9 @@ static void test_errors(int port) {
     free(long_prompt);
     /* malformed HTTP, a body over the limit, a chunked body, another HTTP version */
     const char *bad[] = { "GARBAGE\r\n\r\n", "GET /health\r\n\r\n", "GET /health HTTP/1.1\r\nNo colon here\r\n\r\n",
-                          "POST /completion HTTP/1.1\r\nContent-Length: 12x\r\n\r\n" };
-    for (int i = 0; i < 4; i++) check_raw_status(port, bad[i], strlen(bad[i]), 400);
+                          "POST /completion HTTP/1.1\r\nContent-Length: 12x\r\n\r\n",
+                          "GET health HTTP/1.1\r\n\r\n", "GET http://localhost/health HTTP/1.1\r\n\r\n" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) check_raw_status(port, bad[i], strlen(bad[i]), 400);
     const char *big = "POST /completion HTTP/1.1\r\nContent-Length: 17000000\r\n\r\n{\"prompt\": \"a\"";
     check_raw_status(port, big, strlen(big), 413);
     const char *chunked = "POST /completion HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{\"a\":\r\n0\r\n\r\n";

@@ -1,3 +1,6 @@
+#ifndef _GNU_SOURCE /* memmem, accept4 (the tools are built with it defined) */
+#define _GNU_SOURCE
+#endif
 #include "http.h"
 
 #include <errno.h>
@@ -141,6 +144,8 @@ static int parse_request_line(const char *line, size_t n, struct http_request *r
     const char *query = memchr(target, '?', path_len);
     if (query) path_len = (size_t)(query - target);
     if (path_len >= sizeof req->path) return 400;
+    /* origin form ("/completion"), or "*" (OPTIONS *); no absolute URLs: we are not a proxy */
+    if (!(path_len > 0 && target[0] == '/') && !(path_len == 1 && target[0] == '*')) return 400;
     for (size_t i = 0; i < path_len; i++) {
         if ((unsigned char)target[i] <= 32 || target[i] == 127) return 400;
     }
