@@ -1,7 +1,7 @@
 /*
  * The fast matrix-product mode (LLAMAC_MATMUL=fast, backend/cpu/cpu_packed.h)
  * against its scalar definition, bit for bit: every output of mul_mat with
- * Q4_0, Q8_0 or Q4_K weights must equal cpu_fast_mode_dot of the weight row
+ * Q4_0, Q8_0, Q4_K or Q6_K weights must equal cpu_fast_mode_dot of the weight row
  * and the activation column quantized to Q8_0 (Q8_K) by the scalar quantizer.
  * Random shapes (rows 1..40: partial 16-row groups, two groups per call with
  * one column; columns 1..20: partial column tiles; k from one block) plus a
@@ -112,7 +112,7 @@ int main(void) {
         return 77;
     }
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
-    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K };
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const int64_t blck = type_traits_get(types[t])->blck_size;
         int n = 0;
