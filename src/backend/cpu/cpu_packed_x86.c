@@ -19,6 +19,12 @@
  * rows; Q4_0 nibbles unpacked once) feeding every column's independent
  * chain; the float accumulators are the outputs (no reduction).
  *
+ * Fast-mode k-quants (Q4_K, Q6_K in groups of 16 rows, up to 8 columns):
+ * the same chains per 16 elements (Q6_K: per 8, two to a register of word
+ * pairs), each scaled by its sub-block's scale into an exact integer sum
+ * with one vpdpwssd, then per super-block one conversion and one FMA (Q4_K:
+ * two, with the mins).
+ *
  * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
  * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
  * elements; the reduction is quant_float.c's.
