@@ -11,10 +11,12 @@
  * 7 significant digits and |logit| < 10, so 5e-6 (measured: 5e-7 everywhere).
  * A different summation order would show: one rounding moved across an F16
  * exp-table boundary moves logits by up to ~0.15 and can change a greedy token.
- * Under LLAMAC_MATMUL=fast (golden_eval.h) the files with Q4_0, Q8_0 or Q4_K
- * weights differ by up to 0.13 (measured: Q4_K_S, Q4_K-pure; Q4_0/Q8_0 files
- * up to 0.054), so 0.2 there, and synth-moe-Q8_0 meets one near tie (b1892's
- * top two 0.0023 apart); every other file stays within 5e-6.
+ * Under LLAMAC_MATMUL=fast (golden_eval.h) the files with Q4_0, Q8_0, Q4_K or
+ * Q6_K weights besides the output matrix differ by up to 0.13 (measured:
+ * Q4_K_S, Q4_K-pure; Q4_0/Q8_0 files up to 0.054, Q6_K 0.051, Q5_K_M 2e-6),
+ * so 0.2 there, and synth-moe-Q8_0 meets one near tie (b1892's top two
+ * 0.0023 apart); every other file stays within 5e-6 (those whose output
+ * matrix alone is Q6_K: 1e-6).
  */
 #include "golden_eval.h"
 

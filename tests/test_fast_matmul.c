@@ -1,12 +1,13 @@
 /*
  * The fast matrix-product mode (LLAMAC_MATMUL=fast, backend/cpu/cpu_packed.h)
  * against its scalar definition, bit for bit: every output of mul_mat with
- * Q4_0, Q8_0 or Q4_K weights must equal cpu_fast_mode_dot of the weight row
+ * Q4_0, Q8_0, Q4_K or Q6_K weights must equal cpu_fast_mode_dot of the weight row
  * and the activation column quantized to Q8_0 (Q8_K) by the scalar quantizer.
  * Random shapes (rows 1..40: partial 16-row groups, two groups per call with
  * one column; columns 1..20: partial column tiles; k from one block) plus a
  * few long rows, weights
- * quantized from random floats or random quant bytes (every quant value),
+ * quantized from random floats or random quant bytes (every quant value) or
+ * at the extremes (the integer sums at their bounds),
  * 1-3 threads. The mode is set here before anything reads it; without its
  * kernels (no AVX-512 VNNI, or LLAMAC_SIMD=scalar) the test is skipped.
  */
@@ -21,9 +22,27 @@
 
 static uint64_t g_rng = 4242;
 
-static void fill_weight(struct tensor *w, bool random_bytes) {
+/* How a test's weights and activations are made. FILL_EXTREME: every row's
+ * quants all the lowest or all the highest value (bytes 0x00 or 0xFF), Q6_K
+ * scales -128 or 127, and each activation column constant +-2 (quantized to
+ * +-127 throughout), so the integer sums reach their bounds. */
+enum fill { FILL_FLOATS, FILL_BYTES, FILL_EXTREME };
+
+static void fill_weight(struct tensor *w, enum fill fill) {
     const int64_t k = w->ne[0], rows = w->ne[1];
-    if (random_bytes) {
+    if (fill == FILL_EXTREME) {
+        for (int64_t r = 0; r < rows; r++) {
+            uint8_t *row = (uint8_t *)w->data + r * w->nb[1];
+            memset(row, (r / 2) % 2 ? 0xFF : 0x00, w->nb[1]);
+            quant_test_fix_scales(w->type, row, k, &g_rng);
+            for (int64_t i = 0; w->type == GGML_TYPE_Q6_K && i < k / 256; i++) {
+                block_q6_K *b = (block_q6_K *)row + i;
+                for (int j = 0; j < 16; j++) b->scales[j] = (int8_t)((r + j) % 2 ? -128 : 127);
+            }
+        }
+        return;
+    }
+    if (fill == FILL_BYTES) {
         for (size_t i = 0; i < tensor_nbytes(w); i++) ((uint8_t *)w->data)[i] = (uint8_t)test_rand_u64(&g_rng);
         for (int64_t r = 0; r < rows; r++) quant_test_fix_scales(w->type, (uint8_t *)w->data + r * w->nb[1], k, &g_rng);
         return;
@@ -36,12 +55,14 @@ static void fill_weight(struct tensor *w, bool random_bytes) {
 
 /* Runs w x x (fast mode) with 1-3 threads and compares every output. */
 static void check_shape(struct cpu_threadpool *pool, enum ggml_type type, int64_t k, int64_t rows, int64_t cols,
-                        bool random_bytes) {
+                        enum fill fill) {
     struct tensor_ctx *ctx = tensor_ctx_new(16, (size_t)(k * (rows + cols) * 4 + rows * cols * 4) + (1 << 20));
     struct tensor *w = tensor_new_2d(ctx, type, k, rows);
     struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, k, cols);
-    fill_weight(w, random_bytes);
-    for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+    fill_weight(w, fill);
+    for (int64_t i = 0; i < tensor_nelements(x); i++) {
+        ((float *)x->data)[i] = fill == FILL_EXTREME ? (i / k % 2 ? 2.0f : -2.0f) : test_rand_uniform(&g_rng, -2, 2);
+    }
     CHECK(cpu_repack_weight(w));
     CHECK(w->extra != NULL);
     struct tensor *out = op_mul_mat(ctx, w, x);
@@ -112,31 +133,34 @@ int main(void) {
         return 77;
     }
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
-    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K };
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
         const int64_t blck = type_traits_get(types[t])->blck_size;
         int n = 0;
         /* every row count with one and with many columns, then random shapes */
         for (int64_t rows = 1; rows <= 40; rows++) {
-            check_shape(pool, types[t], blck * (1 + rows % 3), rows, 1 + (rows % 2) * 19, rows % 4 == 1);
+            check_shape(pool, types[t], blck * (1 + rows % 3), rows, 1 + (rows % 2) * 19, rows % 4 == 1 ? FILL_BYTES : FILL_FLOATS);
             n++;
         }
         for (int64_t cols = 1; cols <= 20; cols++) {
-            check_shape(pool, types[t], 2 * blck, 16 + cols % 5, cols, cols % 2 == 0);
+            check_shape(pool, types[t], 2 * blck, 16 + cols % 5, cols, cols % 2 == 0 ? FILL_BYTES : FILL_FLOATS);
             n++;
         }
         for (int s = 0; s < 40; s++) {
             const int64_t k = blck * (1 + (int64_t)(test_rand_u64(&g_rng) % (blck == 32 ? 12 : 4)));
             const int64_t rows = 1 + (int64_t)(test_rand_u64(&g_rng) % 40);
             const int64_t cols = 1 + (int64_t)(test_rand_u64(&g_rng) % 20);
-            check_shape(pool, types[t], k, rows, cols, s % 2 == 0);
+            check_shape(pool, types[t], k, rows, cols, s % 2 == 0 ? FILL_BYTES : FILL_FLOATS);
             n++;
         }
         /* long rows: large integer sums, many blocks */
-        check_shape(pool, types[t], 2048, 37, 1, true);
-        check_shape(pool, types[t], blck == 32 ? 5632 : 5376, 19, 11, true);
-        check_shape(pool, types[t], 2048, 64, 9, false);
-        n += 3;
+        check_shape(pool, types[t], 2048, 37, 1, FILL_BYTES);
+        check_shape(pool, types[t], blck == 32 ? 5632 : 5376, 19, 11, FILL_BYTES);
+        check_shape(pool, types[t], 2048, 64, 9, FILL_FLOATS);
+        /* the integer sums at their bounds */
+        check_shape(pool, types[t], 2048, 37, 1, FILL_EXTREME);
+        check_shape(pool, types[t], 5376, 35, 11, FILL_EXTREME);
+        n += 5;
         printf("  %-5s %d shapes checked against cpu_fast_mode_dot\n", type_name(types[t]), n);
     }
     cpu_threadpool_free(pool);

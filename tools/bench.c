@@ -661,7 +661,7 @@ static void print_md_footer(const struct bench_params *bp, const struct bench_li
            "(fp32 FMA for F32/F16 models)\n"
            "peak RSS: VmHWM of the test's own process; budget: 1.1 x (model file + KV cache) + 64 MiB\n");
     printf("matrix products: %s\n",
-           cpu_fast_matmul_active() ? "fast mode (LLAMAC_MATMUL=fast: Q4_0/Q8_0/Q4_K within float tolerance of b1892)"
+           cpu_fast_matmul_active() ? "fast mode (LLAMAC_MATMUL=fast: Q4_0/Q8_0/Q4_K/Q6_K within float tolerance of b1892)"
                                     : "exact (b1892's arithmetic)");
 }
 

@@ -3,8 +3,8 @@
  * build time (aarch64). Kernels are picked from this at run time, so one
  * binary runs on any x86-64. Setting LLAMAC_SIMD=scalar in the environment
  * disables every SIMD path (tests use it to run the reference kernels).
- * LLAMAC_MATMUL=fast selects the fast matrix-product mode for Q4_0, Q8_0
- * and Q4_K weights (backend/cpu/cpu_packed.h; results within float tolerance of
+ * LLAMAC_MATMUL=fast selects the fast matrix-product mode for Q4_0, Q8_0,
+ * Q4_K and Q6_K weights (backend/cpu/cpu_packed.h; results within float tolerance of
  * b1892's, not bit for bit); it must be set before the first call, since
  * weights are packed for one mode. LLAMAC_SIMD=scalar overrides it.
  */

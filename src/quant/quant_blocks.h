@@ -106,6 +106,22 @@ static inline void quant_k4_scales_mins(const uint8_t *q, uint8_t sc[8], uint8_t
     memcpy(mn + 4, &m_hi, 4);
 }
 
+/* The 256 quants of a Q6_K block minus 32 (-32..31), in element order: per
+ * 128 elements, ql[l] (l < 64) holds the low 4 bits of element l (low
+ * nibble) and l + 64 (high nibble), qh[l] (l < 32) in bits 2 k..2 k + 1 the
+ * high 2 bits of element l + 32 k. */
+static inline void quant_q6_K_quants(const block_q6_K *x, int8_t *a) {
+    const uint8_t *ql = x->ql, *qh = x->qh;
+    for (int n = 0; n < QK_K; n += 128, a += 128, ql += 64, qh += 32) {
+        for (int l = 0; l < 32; l++) {
+            a[l + 0] = (int8_t)(((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
+            a[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
+            a[l + 64] = (int8_t)(((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
+            a[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
+        }
+    }
+}
+
 /* The 16 six-bit scales of a Q3_K block (0..63, bias 32 not removed): low 4
  * bits from the first 8 bytes (scales 8..15 in the high nibbles), high 2 bits
  * from the last 4 (scale j: byte 8 + j % 4, bits 2 (j / 4)). */

@@ -849,25 +849,12 @@ void quant_q6_K_quantize_imatrix(const float *x, void *vy, int64_t n, const floa
     for (int64_t i = 0; i < n / QK_K; i++) q6_K_quantize_block(x + QK_K * i, &y[i], qw + QK_K * i);
 }
 
-/* The 256 quants of a Q6_K block as signed values -32..31. */
-static void q6_K_unpack_quants(const block_q6_K *x, int8_t *a) {
-    const uint8_t *ql = x->ql, *qh = x->qh;
-    for (int n = 0; n < QK_K; n += 128, a += 128, ql += 64, qh += 32) {
-        for (int l = 0; l < 32; l++) {
-            a[l + 0] = (int8_t)(((ql[l + 0] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32);
-            a[l + 32] = (int8_t)(((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32);
-            a[l + 64] = (int8_t)(((ql[l + 0] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32);
-            a[l + 96] = (int8_t)(((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32);
-        }
-    }
-}
-
 void quant_q6_K_dequantize(const void *vx, float *y, int64_t n) {
     const block_q6_K *x = vx;
     for (int64_t i = 0; i < n / QK_K; i++, y += QK_K) {
         const float d = fp16_to_fp32(x[i].d);
         int8_t a[QK_K];
-        q6_K_unpack_quants(&x[i], a);
+        quant_q6_K_quants(&x[i], a);
         for (int j = 0; j < QK_K; j++) y[j] = d * x[i].scales[j / 16] * a[j];
     }
 }
@@ -880,7 +867,7 @@ void quant_q6_K_dot_q8_K(int64_t n, float *s, const void *vx, const void *vy) {
     float acc[QUANT_LANES] = { 0 };
     for (int64_t i = 0; i < n / QK_K; i++) {
         int8_t a[QK_K];
-        q6_K_unpack_quants(&x[i], a);
+        quant_q6_K_quants(&x[i], a);
         int32_t scales[QK_K / 16];
         for (int j = 0; j < QK_K / 16; j++) scales[j] = x[i].scales[j];
         int32_t lanes[QUANT_LANES] = { 0 };

@@ -76,8 +76,26 @@ static float pk_fast_dot_q4_K(int64_t k, const block_q4_K *x, const block_q8_K *
     return acc;
 }
 
+/* Q6_K: per super-block the sub-blocks' exact sums of (q - 32) q_a times their scales. */
+static float pk_fast_dot_q6_K(int64_t k, const block_q6_K *x, const block_q8_K *y) {
+    float acc = 0.0f;
+    for (int64_t i = 0; i < k / 256; i++) {
+        int8_t q[256];
+        quant_q6_K_quants(&x[i], q);
+        int32_t isum = 0;
+        for (int j = 0; j < 16; j++) {
+            int32_t s = 0;
+            for (int e = 16 * j; e < 16 * j + 16; e++) s += q[e] * y[i].qs[e];
+            isum += x[i].scales[j] * s;
+        }
+        acc = fmaf(fp16_to_fp32(x[i].d) * y[i].d, (float)isum, acc);
+    }
+    return acc;
+}
+
 float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const void *col) {
     if (type == GGML_TYPE_Q4_K) return pk_fast_dot_q4_K(k, row, col);
+    if (type == GGML_TYPE_Q6_K) return pk_fast_dot_q6_K(k, row, col);
     const block_q8_0 *y = col;
     float acc = 0.0f;
     for (int64_t i = 0; i < k / 32; i++) {
@@ -101,7 +119,7 @@ float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const v
 
 /* ---- packed types --------------------------------------------------------------------------- */
 
-enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_Q8K, PK_ACT_F32 };
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_F32 };
 
 typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
 
@@ -185,6 +203,26 @@ static void pk_pack_q6_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     }
 }
 
+static void pk_pack_q6_K_fast(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q6_K *b = block;
+    int8_t v[256];
+    quant_q6_K_quants(b, v);
+    uint8_t u[256]; /* the quants 0..63 */
+    for (int e = 0; e < 256; e++) u[e] = (uint8_t)(v[e] + 32);
+    memcpy(hdr + 2 * r, &b->d, 2);
+    for (int j = 0; j < 16; j++) hdr[32 + 16 * j + r] = (uint8_t)b->scales[j];
+    for (int j = 0; j < 16; j++) {
+        const uint8_t *uj = u + 16 * j;
+        uint8_t *z = q + 192 * j + 4 * r;
+        for (int e = 0; e < 4; e++) {
+            for (int h = 0; h < 2; h++) z[64 * h + e] = (uint8_t)((uj[8 * h + e] & 0x0F) | (uj[8 * h + 4 + e] & 0x0F) << 4);
+            uint8_t hi = 0;
+            for (int k = 0; k < 4; k++) hi |= (uint8_t)((uj[4 * k + e] >> 4) << (2 * k));
+            z[128 + e] = hi;
+        }
+    }
+}
+
 static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_0 = { PK_ROWS, 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
     static const struct pk_type q8_0 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
@@ -194,12 +232,14 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
                                               pk_pack_q4_K_fast };
     static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
+    static const struct pk_type q6_K_fast = { PK_FAST_ROWS, 256, 288, 3072, PK_ACT_Q8K6F, PK_COLS_FAST_K,
+                                              pk_pack_q6_K_fast };
     const bool fast = cpu_fast_matmul_active();
     switch (type) {
         case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : &q4_0;
         case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : &q8_0;
         case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : &q4_K;
-        case GGML_TYPE_Q6_K: return &q6_K;
+        case GGML_TYPE_Q6_K: return fast ? &q6_K_fast : &q6_K;
         default: return NULL;
     }
 }
@@ -367,6 +407,7 @@ static size_t pk_act_record(enum pk_act act) {
     switch (act) {
         case PK_ACT_Q8: return sizeof(struct pk_act_q8);
         case PK_ACT_Q8F: return sizeof(struct pk_act_q8f);
+        case PK_ACT_Q8K6F: return sizeof(struct pk_act_q8k6f);
         default: return sizeof(struct pk_act_q8k);
     }
 }
@@ -463,6 +504,23 @@ static void pk_act_q8k(const float *x, int64_t k, block_q8_K *tmp, uint8_t *act,
     }
 }
 
+/* The same for the fast Q6_K kernel: the half sub-blocks' corrections. */
+static void pk_act_q8k6f(const float *x, int64_t k, block_q8_K *tmp, uint8_t *act, const struct pk_type *pt,
+                         int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_K)->from_float(x, tmp, k);
+    for (int64_t i = 0; i < k / 256; i++) {
+        struct pk_act_q8k6f *a = (struct pk_act_q8k6f *)pk_act_at(act, pt, k / 256, col, i);
+        memset(a, 0, sizeof *a);
+        memcpy(a->qs, tmp[i].qs, sizeof a->qs);
+        a->d = tmp[i].d;
+        for (int h = 0; h < 32; h++) {
+            int32_t sum = 0;
+            for (int e = 0; e < 8; e++) sum += tmp[i].qs[8 * h + e];
+            a->corr[h] = -32 * sum - 1;
+        }
+    }
+}
+
 static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const int64_t k = x->ne[0];
@@ -486,6 +544,8 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
             pk_act_q8(src, k, bias, scratch, act, pt, r);
         } else if (pt->act == PK_ACT_Q8F) {
             pk_act_q8f(src, k, bias, scratch, act, pt, r);
+        } else if (pt->act == PK_ACT_Q8K6F) {
+            pk_act_q8k6f(src, k, scratch, act, pt, r);
         } else {
             pk_act_q8k(src, k, scratch, act, pt, r);
         }

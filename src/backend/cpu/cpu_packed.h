@@ -20,8 +20,8 @@
  * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
  * reference path.
  *
- * Fast mode (opt-in, LLAMAC_MATMUL=fast; see cpu_features.h): Q4_0, Q8_0 and
- * Q4_K products drop b1892's 8 float lanes per output, whose float
+ * Fast mode (opt-in, LLAMAC_MATMUL=fast; see cpu_features.h): Q4_0, Q8_0,
+ * Q4_K and Q6_K products drop b1892's 8 float lanes per output, whose float
  * operations per block cap prompts at a quarter of the int8-dot peak. Its
  * arithmetic, for output (row, column) with the column quantized to Q8_0 as
  * on the exact path (same blocks, same scales):
@@ -45,7 +45,14 @@
  *     acc  = fmaf(d_w * d_a, (float)isum, acc)
  *     acc  = fmaf(-(dmin_w * d_a), (float)imin, acc)
  *
- * ((float)isum may round: |isum| < 2^25.) cpu_fast_mode_dot is this definition
+ * ((float)isum may round: |isum| < 2^25.) Q6_K, against Q8_K columns, per
+ * super-block of 256 in order, with s_j its 16 int8 scales and q its quants
+ * (0..63):
+ *
+ *     isum = sum_j s_j * (sum of sub-block j's 16 (q - 32) * q_a)   (exact, int32)
+ *     acc  = fmaf(d_w * d_a, (float)isum, acc)
+ *
+ * (|isum| <= 16 x 128 x 16 x 32 x 128 < 2^31.) cpu_fast_mode_dot is this definition
  * in scalar C; the fast kernels reproduce it bit for bit. The mode is fixed
  * at the first use of this module: the two modes pack differently, and a
  * model holds one packed copy. Other weight types are unaffected.
@@ -63,9 +70,9 @@ struct cpu_task;
 /* Whether the fast mode is on: asked for (LLAMAC_MATMUL=fast) and this CPU
  * has its kernels. */
 bool cpu_fast_matmul_active(void);
-/* The fast mode's output for one weight row (Q4_0, Q8_0 or Q4_K; k
+/* The fast mode's output for one weight row (Q4_0, Q8_0, Q4_K or Q6_K; k
  * elements) and one activation column quantized to the type's vec_dot_type
- * (Q8_0 blocks; Q8_K for Q4_K). */
+ * (Q8_0 blocks; Q8_K for Q4_K and Q6_K). */
 float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const void *col);
 
 /* Whether weights of `type` are packed on this CPU. */

@@ -26,8 +26,8 @@
  *         ql[64 n + 16 h ..+15] (chunks 4n, 4n+2), ql[64 n + 32 + 16 h ..]
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
- * Fast mode (LLAMAC_MATMUL=fast, cpu_packed.h) packs Q4_0 and Q8_0 in groups
- * of PK_FAST_ROWS = 16 rows instead, for kernels whose 512-bit registers hold
+ * Fast mode (LLAMAC_MATMUL=fast, cpu_packed.h) packs Q4_0, Q8_0, Q4_K and
+ * Q6_K in groups of PK_FAST_ROWS = 16 rows instead, for kernels whose 512-bit registers hold
  * one dword lane per row (dword lane r = 4 consecutive quants of row r), so
  * that one vpdpbusd with 4 activation bytes broadcast to all lanes adds 4
  * products to each of the 16 rows:
@@ -42,6 +42,16 @@
  *         (4 x 32 bytes). q 2048: for s = 0..31, 64 bytes: row r's file
  *         bytes qs[4 s..4 s + 3] at 4 r (low nibbles: elements 4 s % 32 ..
  *         of sub-block 2 (s / 8), high nibbles: of sub-block 2 (s / 8) + 1).
+ *   Q6_K  hdr 288: d[16], then the int8 scales as sc[j][row] (16 x 16
+ *         bytes). q 3072 (with the header the file's 16 x 210 bytes): for
+ *         each sub-block j of 16 elements, 192 bytes: two of low nibbles,
+ *         h = 0..1, 64 bytes each: row r's bytes at 4 r, byte e's low
+ *         nibble element 16 j + 8 h + e's low 4 bits, its high nibble
+ *         element 16 j + 8 h + 4 + e's; then 64 bytes of high bits: row r's
+ *         byte e at 4 r + e holds in bits 2 k, 2 k + 1 the high 2 bits of
+ *         element 16 j + 4 k + e. (Masked with 0x33 the bits of k = 0, 2 sit
+ *         at 0 and 4, with 0xCC those of k = 1, 3 at 2 and 6: one shift of
+ *         each moves k's bits to 4 with zeros at 6 and 7.)
  *
  * Activations: each column quantized to the weight type's vec_dot_type by
  * the trait table's from_float, exactly as the reference path does, then
@@ -53,7 +63,8 @@
  *     cache line).
  *   Q4_K, Q6_K: struct pk_act_q8k.
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f; Q4_K in fast mode: struct
- *     pk_act_q8k (its qs, bpairs and d).
+ *     pk_act_q8k (its qs, bpairs and d); Q6_K in fast mode: struct
+ *     pk_act_q8k6f.
  *   F16 weights: no tiles; the column rounded through F16 (what the
  *     reference dot product reads), as floats.
  */
@@ -107,6 +118,20 @@ struct pk_act_q8k {
     uint8_t pad[44];
 };
 _Static_assert(sizeof(struct pk_act_q8k) % 64 == 0, "pk_act_q8k records are cache-line sized");
+
+/* One Q8_K block of a column for the fast-mode Q6_K kernel: corr[2 j + h] =
+ * -32 x (the sum of qs[16 j + 8 h ..+7]) - 1, where the exact sum of each
+ * half sub-block's 8 products (q - 32) x a starts: the -32 brings the
+ * unsigned quants q back to q - 32, and the -1 keeps every such sum in
+ * [-32768, 32767] (|a| <= 128) for the word products that scale it (the
+ * kernel adds 2 x the rows' scale sums back). */
+struct pk_act_q8k6f {
+    int8_t qs[256];
+    int32_t corr[32];
+    float d;
+    uint8_t pad[60];
+};
+_Static_assert(sizeof(struct pk_act_q8k6f) % 64 == 0, "pk_act_q8k6f records are cache-line sized");
 
 /* One call of a quantized micro-kernel: a group's rows x ncols columns
  * (with one column, ngroups consecutive groups, group_bytes apart). */
@@ -170,8 +195,9 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 #define PK_COLS_FAST 12
 #define PK_COLS_FAST_K 8
 
-/* One table per mode: in fast mode q4_0, q8_0 and q4_K are the fast kernels
- * (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k columns). */
+/* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
+ * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
+ * pk_act_q8k6f columns). */
 struct pk_kernels {
     pk_tile_fn q4_0, q8_0, q4_K, q6_K;
     pk_f16_item_fn f16;

@@ -19,6 +19,12 @@
  * rows; Q4_0 nibbles unpacked once) feeding every column's independent
  * chain; the float accumulators are the outputs (no reduction).
  *
+ * Fast-mode k-quants (Q4_K, Q6_K in groups of 16 rows, up to 8 columns):
+ * the same chains per 16 elements (Q6_K: per 8, two to a register of word
+ * pairs), each scaled by its sub-block's scale into an exact integer sum
+ * with one vpdpwssd, then per super-block one conversion and one FMA (Q4_K:
+ * two, with the mins).
+ *
  * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
  * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
  * elements; the reduction is quant_float.c's.
@@ -382,6 +388,92 @@ PK_KERNEL void pk_q4_K_fast_tile(const struct pk_tile *t) {
 #undef PK_Q4_K_FAST
 }
 
+/* acc += vpdpwssd(a, b) in place: with the intrinsic GCC copies each
+ * column's loop-carried sum to another register and back every iteration
+ * (about 5% of the fast Q6_K tile). */
+PK_FN void pk_dpwssd(__m512i *acc, __m512i a, __m512i b) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(a), "v"(b));
+}
+
+/* Fast-mode Q6_K: G groups of 16 rows x C columns (G C <= PK_COLS_FAST_K),
+ * cpu_fast_mode_dot's operations. Per sub-block j of 16 elements the 4
+ * weight registers (4 elements of the 16 rows, quants 0..63) are unpacked
+ * once for all columns: low or high nibbles selected under the 0x0F mask
+ * with the high bits, which one AND and one shift put at bits 4-5
+ * (cpu_packed_impl.h). For each column two dword chains of 2 vpdpbusd, the
+ * halves' sums (q - 32) x a minus 1, start from the record's corrections;
+ * both fit a word (|sum| <= 8 x 32 x 128), so a byte shuffle merges the
+ * second into the high words of the first and one vpdpwssd adds the pair
+ * times the rows' scale (s in both words) to the exact integer sum: s x
+ * (the sub-block's sum) - 2 s. 2 x the scales' sum, added at the end, takes
+ * the -2 s back. */
+PK_FN void pk_fast_q6_K_gc(const struct pk_tile *t, const int G, const int C) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xCC);
+    /* bytes 0, 1 of each dword to bytes 2, 3 (the high word) */
+    const __m512i to_high = _mm512_set4_epi32(0x0D0C8080, 0x09088080, 0x05048080, 0x01008080);
+    const __mmask64 high_words = 0xCCCCCCCCCCCCCCCCull;
+    /* row r's scale word (r) to both words of dword r */
+    const __m512i dup = _mm512_set_epi16(15, 15, 14, 14, 13, 13, 12, 12, 11, 11, 10, 10, 9, 9, 8, 8, 7, 7, 6, 6, 5, 5, 4,
+                                         4, 3, 3, 2, 2, 1, 1, 0, 0);
+    __m512 acc[PK_COLS_FAST_K];
+    PK_UNROLL
+    for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8k6f *a = (const struct pk_act_q8k6f *)t->act + i * PK_COLS_FAST_K;
+        PK_UNROLL
+        for (int g = 0; g < G; g++) {
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 288 * i, *q = t->q + g * t->group_bytes + 3072 * i;
+            if (C == 1) pk_prefetch(q, 3072);
+            __m512i isum[PK_COLS_FAST_K], ssum = _mm512_setzero_si512();
+            PK_UNROLL
+            for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
+            for (int j = 0; j < 16; j++) {
+                const uint8_t *z = q + 192 * j;
+                const __m512i z0 = _mm512_loadu_si512(z), z1 = _mm512_loadu_si512(z + 64);
+                const __m512i h = _mm512_loadu_si512(z + 128);
+                const __m512i h02 = _mm512_and_si512(h, m33), h13 = _mm512_and_si512(h, mcc);
+                /* 0xE4: the first operand where the mask (third) is set, else the second */
+                const __m512i u0 = _mm512_ternarylogic_epi32(z0, _mm512_slli_epi16(h02, 4), m4, 0xE4);
+                const __m512i u1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z0, 4), _mm512_slli_epi16(h13, 2), m4, 0xE4);
+                const __m512i u2 = _mm512_ternarylogic_epi32(z1, h02, m4, 0xE4);
+                const __m512i u3 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z1, 4), _mm512_srli_epi16(h13, 2), m4, 0xE4);
+                const __m512i sc = _mm512_permutexvar_epi16(
+                    dup, _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(hdr + 32 + 16 * j)))));
+                ssum = _mm512_add_epi16(ssum, sc);
+                PK_UNROLL
+                for (int c = 0; c < C; c++) {
+                    const int8_t *y = a[c].qs + 16 * j;
+                    __m512i lo = _mm512_set1_epi32(a[c].corr[2 * j]), hi = _mm512_set1_epi32(a[c].corr[2 * j + 1]);
+                    pk_dpbusd_bcast(&lo, u0, y);
+                    pk_dpbusd_bcast(&lo, u1, y + 4);
+                    pk_dpbusd_bcast(&hi, u2, y + 8);
+                    pk_dpbusd_bcast(&hi, u3, y + 12);
+                    pk_dpwssd(&isum[c], _mm512_mask_shuffle_epi8(lo, high_words, hi, to_high), sc);
+                }
+            }
+            /* the scales' sums, twice: each scale word pair (s, s) times (1, 1) */
+            const __m512i back = _mm512_madd_epi16(ssum, _mm512_set1_epi16(1));
+            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[c], back)), acc[g * C + c]);
+            }
+        }
+    }
+    pk_fast_store(t, acc, G, C);
+}
+
+PK_KERNEL void pk_q6_K_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_fast_q6_K_gc(t, 2, 1);
+        return;
+    }
+#define PK_Q6_K_FAST(C) pk_fast_q6_K_gc(t, 1, C)
+    PK_DISPATCH_8(PK_Q6_K_FAST)
+#undef PK_Q6_K_FAST
+}
+
 /* ---- k-quants ------------------------------------------------------------------------------
  * The integer lanes of a 256-block take a scale per 16 or 32 elements: the
  * byte products become 16-bit pair sums (vpmaddubsw, exact for these ranges)
@@ -724,7 +816,7 @@ static const struct pk_kernels pk_avx512 = {
 };
 
 static const struct pk_kernels pk_avx512_fast = {
-    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_fast_tile, .q6_K = pk_q6_K_tile,
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_fast_tile, .q6_K = pk_q6_K_fast_tile,
     .f16 = pk_f16_item,
 };
 
