@@ -35,7 +35,7 @@ int main(void) {
     const cpu_vec_table_f16_fn table_simd = cpu_vec_table_f16_simd();
     const cpu_vec_soft_max_exp_fn soft_max_simd = cpu_vec_soft_max_exp_simd();
     if (!table_simd || !soft_max_simd) {
-        test_skip("no SIMD variant of the row helpers on this CPU");
+        test_skip_unsupported("no SIMD variant of the row helpers on this CPU");
     }
     static float x[5000], want[5000], got[5000];
     int lengths[48], n_lengths = 0;

@@ -105,6 +105,13 @@ static inline void test_skip(const char *why) {
     exit(77);
 }
 
+/* Skips (exit 77) a test of something this machine or build does not have
+ * (an instruction set): a skip even where shared data is required. */
+static inline void test_skip_unsupported(const char *why) {
+    printf("SKIP: %s\n", why);
+    exit(77);
+}
+
 /* Path of a file under the shared data directory, or NULL when it is absent. */
 static inline const char *test_shared_path(const char *rel) {
     static char buf[8][4096];
