@@ -70,5 +70,16 @@ int main(void) {
         const double sg = soft_max_simd(cpu_table_data(CPU_TABLE_EXP), x, got, n);
         CHECK(same_floats(want, got, n) && sw == sg);
     }
+    /* causal rows: an open prefix, then -inf to the end (whole groups of
+     * masked positions are skipped), and rows masked throughout */
+    const int64_t prefixes[] = { 0, 1, 7, 8, 9, 100, 511, 512 };
+    for (size_t pi = 0; pi < sizeof prefixes / sizeof prefixes[0]; pi++) {
+        fill_row(x, 512, 1);
+        for (int64_t i = prefixes[pi]; i < 512; i++) x[i] = -INFINITY;
+        const double sw = cpu_vec_soft_max_exp_scalar(cpu_table_data(CPU_TABLE_EXP), x, want, 512);
+        const double sg = soft_max_simd(cpu_table_data(CPU_TABLE_EXP), x, got, 512);
+        CHECK_MSG(same_floats(want, got, 512) && memcmp(&sw, &sg, sizeof sw) == 0, "open prefix %lld",
+                  (long long)prefixes[pi]);
+    }
     return test_finish("test_cpu_vec");
 }

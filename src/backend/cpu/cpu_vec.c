@@ -81,10 +81,17 @@ VEC_TARGET static double vec_soft_max_exp_avx2(const fp16_t *exp_table, const fl
     const __m256 vmax = _mm256_set1_ps(max), ninf = _mm256_set1_ps(-INFINITY);
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     for (i = 0; i + 8 <= n; i += 8) {
-        const __m256 v = _mm256_loadu_ps(w + i), d = _mm256_sub_ps(v, vmax);
+        const __m256 v = _mm256_loadu_ps(w + i);
+        const __m256 masked = _mm256_cmp_ps(v, ninf, _CMP_EQ_OQ);
+        /* 8 masked positions (a causal mask's tail): zeros, and nothing to add */
+        if (_mm256_movemask_ps(masked) == 0xFF) {
+            _mm256_storeu_ps(y + i, _mm256_setzero_ps());
+            continue;
+        }
+        const __m256 d = _mm256_sub_ps(v, vmax);
         /* a NaN makes the sum NaN, and which NaN depends on the order: the scalar loop decides */
         if (vec_has_nan(d)) return vec_exp_scalar(exp_table, w, max, y, n);
-        const __m256 e = _mm256_andnot_ps(_mm256_cmp_ps(v, ninf, _CMP_EQ_OQ), vec_lookup(exp_table, d));
+        const __m256 e = _mm256_andnot_ps(masked, vec_lookup(exp_table, d));
         _mm256_storeu_ps(y + i, e);
         s0 = _mm256_add_pd(s0, _mm256_cvtps_pd(_mm256_castps256_ps128(e)));
         s1 = _mm256_add_pd(s1, _mm256_cvtps_pd(_mm256_extractf128_ps(e, 1)));
