@@ -128,10 +128,10 @@ static void check_f16_slices(struct cpu_threadpool *pool) {
 /* op_mul_mat_masked as causal attention uses it (F16 keys broadcast over
  * heads, a mask [n_kv, n_tokens] of 0 and -inf): open entries are the
  * reference's bits, masked ones the reference's or 0, and the fast path
- * skips whole blocks of them. A mask of the wrong shape is refused. */
-static void check_masked(struct cpu_threadpool *pool) {
-    struct tensor_ctx *ctx = tensor_ctx_new(16, 16 << 20);
-    const int64_t n_kv = 200, n_tok = 150;
+ * skips whole blocks of them (its table of open columns per row and column
+ * block is made once per product). A mask of the wrong shape is refused. */
+static void check_masked(struct cpu_threadpool *pool, int64_t n_kv, int64_t n_tok) {
+    struct tensor_ctx *ctx = tensor_ctx_new(16, 24 << 20);
     struct tensor *w = tensor_new_3d(ctx, GGML_TYPE_F16, 64, n_kv, 2);
     struct tensor *x = tensor_new_3d(ctx, GGML_TYPE_F32, 64, n_tok, 4);
     struct tensor *mask = tensor_new_2d(ctx, GGML_TYPE_F32, n_kv, n_tok);
@@ -174,7 +174,8 @@ static void check_masked(struct cpu_threadpool *pool) {
     }
     CHECK_MSG(bad == 0, "masked f16: %d outputs differ from the reference", bad);
     if (cpu_fast_mul_mat_applies(out)) CHECK_MSG(skipped > 0, "masked f16: no masked block was skipped");
-    printf("  masked f16: %ld masked outputs skipped (3 thread counts)\n", skipped);
+    printf("  masked f16, %lld keys x %lld tokens: %ld masked outputs skipped (3 thread counts)\n", (long long)n_kv,
+           (long long)n_tok, skipped);
     tensor_ctx_free(ctx);
 }
 
@@ -227,7 +228,9 @@ int main(void) {
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
     check_f16_slices(pool);
-    check_masked(pool);
+    check_masked(pool, 200, 150); /* row blocks of pk_f16_rows(64) */
+    check_masked(pool, 600, 530); /* two column blocks */
+    check_masked(pool, 90, 2);    /* matrix-vector: 16-row units */
     check_zero_tails(pool);
     check_stale(pool);
     cpu_threadpool_free(pool);

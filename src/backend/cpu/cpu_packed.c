@@ -413,6 +413,31 @@ static size_t pk_act_record(enum pk_act act) {
 }
 
 /* Bytes of the converted activations: tiles of max_cols columns, or float rows. */
+/* How an F16 product is cut into work items (slice, block of rows, block of
+ * columns): matrix-vector products (fewer than PK_F16_MIN_COLS columns) in
+ * 16-row units, others in pk_f16_rows(k) rows. */
+struct pk_f16_grid {
+    int64_t rows_per_item, row_blocks, col_blocks;
+};
+
+static struct pk_f16_grid pk_f16_grid_of(const struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    struct pk_f16_grid g;
+    g.rows_per_item = x->ne[1] < PK_F16_MIN_COLS ? 16 : pk_f16_rows(w->ne[0]);
+    g.row_blocks = (w->ne[1] + g.rows_per_item - 1) / g.rows_per_item;
+    g.col_blocks = (x->ne[1] + PK_F16_COL_BLOCK - 1) / PK_F16_COL_BLOCK;
+    return g;
+}
+
+/* A masked F16 product's (op_mul_mat_masked) open columns per row block and
+ * column block, [first, end) as two ints: the mask is shared by every slice,
+ * so INIT scans it once instead of once per slice. */
+static size_t pk_mask_table_bytes(const struct tensor *dst) {
+    if (dst->src[0]->type != GGML_TYPE_F16 || !dst->src[2]) return 0;
+    const struct pk_f16_grid g = pk_f16_grid_of(dst);
+    return pk_pad64((size_t)(g.row_blocks * g.col_blocks) * 2 * sizeof(int));
+}
+
 static size_t pk_act_bytes(const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const int64_t k = x->ne[0], ncols = tensor_nrows(x);
@@ -439,12 +464,17 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
     }
 }
 
+/* Work memory: the converted activations, the mask table, then each thread's scratch. */
 size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads) {
-    return pk_act_bytes(dst) + (size_t)n_threads * pk_scratch_bytes(dst);
+    return pk_act_bytes(dst) + pk_mask_table_bytes(dst) + (size_t)n_threads * pk_scratch_bytes(dst);
+}
+
+static int *pk_mask_table(const struct cpu_task *task, const struct tensor *dst) {
+    return (int *)(task->wdata + pk_act_bytes(dst));
 }
 
 static void *pk_thread_scratch(const struct cpu_task *task, const struct tensor *dst) {
-    return task->wdata + pk_act_bytes(dst) + (size_t)task->ith * pk_scratch_bytes(dst);
+    return task->wdata + pk_act_bytes(dst) + pk_mask_table_bytes(dst) + (size_t)task->ith * pk_scratch_bytes(dst);
 }
 
 /* Where column `col`'s record of block i goes: its tile, then block i's row of records. */
@@ -619,9 +649,6 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
     }
 }
 
-/* For op_mul_mat_masked: the first and one past the last of an item's
- * columns whose mask is not -inf throughout the item's rows (equal when
- * there is none). Only those need computing; the others are left 0. */
 /* Whether any of m[0..n) is not -inf; compares the bits (-inf has one
  * pattern), 16 at a time without a branch, so that the compiler vectorizes. */
 static bool pk_mask_open(const float *m, int n) {
@@ -638,6 +665,9 @@ static bool pk_mask_open(const float *m, int n) {
     return false;
 }
 
+/* For op_mul_mat_masked: the first and one past the last of an item's
+ * columns whose mask is not -inf throughout the item's rows (equal when
+ * there is none). Only those need computing; the others are left 0. */
 static void pk_mask_columns(const struct tensor *mask, int64_t row0, int nrows, int64_t col0, int ncols,
                             int *first, int *end) {
     *first = *end = 0;
@@ -646,6 +676,20 @@ static void pk_mask_columns(const struct tensor *mask, int64_t row0, int nrows, 
         if (!pk_mask_open(m, nrows)) continue;
         if (*end == *first) *first = c;
         *end = c + 1;
+    }
+}
+
+/* INIT of a masked F16 product: the mask table, entries shared out among the threads. */
+static void pk_mask_scan(const struct cpu_task *task, const struct tensor *dst) {
+    const struct tensor *mask = dst->src[2];
+    const struct pk_f16_grid g = pk_f16_grid_of(dst);
+    const int64_t nrows = dst->src[0]->ne[1], ncols = dst->src[1]->ne[1];
+    int *table = pk_mask_table(task, dst);
+    for (int64_t e = task->ith; e < g.row_blocks * g.col_blocks; e += task->nth) {
+        const int64_t row0 = e % g.row_blocks * g.rows_per_item, col0 = e / g.row_blocks * PK_F16_COL_BLOCK;
+        const int rows = (int)(nrows - row0 < g.rows_per_item ? nrows - row0 : g.rows_per_item);
+        const int cols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK);
+        pk_mask_columns(mask, row0, rows, col0, cols, &table[2 * e], &table[2 * e + 1]);
     }
 }
 
@@ -660,10 +704,10 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
     const int64_t k = w->ne[0], nrows = w->ne[1], ncols = x->ne[1], slices = x->ne[2] * x->ne[3];
     const int64_t r2 = x->ne[2] / w->ne[2], r3 = x->ne[3] / w->ne[3];
     const bool guided = ncols < PK_F16_MIN_COLS;
-    const int64_t rows_per_item = guided ? 16 : pk_f16_rows(k);
-    const struct tensor *mask = dst->src[2]; /* op_mul_mat_masked's (shape checked there) */
-    const int64_t row_blocks = (nrows + rows_per_item - 1) / rows_per_item;
-    const int64_t col_blocks = (ncols + PK_F16_COL_BLOCK - 1) / PK_F16_COL_BLOCK;
+    const struct pk_f16_grid g = pk_f16_grid_of(dst);
+    const int64_t rows_per_item = g.rows_per_item, row_blocks = g.row_blocks, col_blocks = g.col_blocks;
+    const bool masked = dst->src[2] != NULL; /* op_mul_mat_masked's (shape checked there) */
+    const int *mask_table = pk_mask_table(task, dst);
     const int64_t items = slices * row_blocks * col_blocks;
     const int64_t min_units = PK_GUIDED_MIN_BYTES / (rows_per_item * k * (int64_t)sizeof(fp16_t)) + 1;
     float *scratch = pk_thread_scratch(task, dst);
@@ -683,9 +727,8 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
                 .k = k, .scratch = scratch, .dst = cpu_elem(dst, row0, col0, i12, i13),
                 .dst_stride = (size_t)dst->ne[0],
             };
-            if (mask) {
-                int first, end;
-                pk_mask_columns(mask, row0, it.nrows, col0, it.ncols, &first, &end);
+            if (masked) {
+                const int first = mask_table[2 * (cb * row_blocks + rb)], end = mask_table[2 * (cb * row_blocks + rb) + 1];
                 for (int c = 0; c < it.ncols; c++) {
                     if (c < first || c >= end) memset(it.dst + (size_t)c * it.dst_stride, 0, (size_t)it.nrows * sizeof(float));
                 }
@@ -702,6 +745,7 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     if (task->phase == CPU_PHASE_INIT) {
         pk_convert_x(task, dst);
+        if (pk_mask_table_bytes(dst)) pk_mask_scan(task, dst);
     } else if (dst->src[0]->type == GGML_TYPE_F16) {
         pk_f16_compute(task, dst);
     } else {
