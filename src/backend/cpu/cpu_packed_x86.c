@@ -779,6 +779,120 @@ PK_FN int64_t pk_f16_extent(const float *act, size_t ks, int C, int64_t k) {
     return (extent + 31) & ~(int64_t)31;
 }
 
+/* ---- F16 with a short k (attention's scores) ----------------------------------------------
+ * At k <= PK_F16_SHORT_K an output of pk_f16_tile takes as many operations in
+ * its reduction as in its products. Here a register holds one of b1892's 32
+ * lane accumulators for 16 rows (lane = row): the item's rows are transposed
+ * once into 16-row groups, accumulator (i, l) of an output (elements 32 s +
+ * 8 i + l, s = 0, 1, ...) is a chain of k / 32 FMAs from +0, and
+ * pk_f16_reduce's additions become vertical ones, 31 for 16 outputs, in the
+ * same order: (a0 + a2) + (a1 + a3) per lane l, then lane m onto m + 4, then
+ * (l0 + l1) + (l2 + l3). */
+#define PK_F16_SHORT_K 256
+
+/* r[j] = column j of the 16 x 16 matrix whose rows were r[0..16). */
+PK_FN void pk_transpose16(__m512 r[16]) {
+    __m512 a[16], b[16];
+    PK_UNROLL
+    for (int i = 0; i < 8; i++) {
+        a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    /* b[4 i + j], 128-bit lane L: rows 4 i .. 4 i + 3 of column 4 L + j */
+    PK_UNROLL
+    for (int i = 0; i < 4; i++) {
+        const __m512d a0 = _mm512_castps_pd(a[4 * i]), a1 = _mm512_castps_pd(a[4 * i + 1]);
+        const __m512d a2 = _mm512_castps_pd(a[4 * i + 2]), a3 = _mm512_castps_pd(a[4 * i + 3]);
+        b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
+        b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
+        b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
+        b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
+    }
+    /* column 4 L + j: lane L of b[j], b[4 + j], b[8 + j], b[12 + j] */
+    PK_UNROLL
+    for (int j = 0; j < 4; j++) {
+        const __m512 p = _mm512_shuffle_f32x4(b[j], b[4 + j], 0x44), q = _mm512_shuffle_f32x4(b[j], b[4 + j], 0xEE);
+        const __m512 u = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0x44), v = _mm512_shuffle_f32x4(b[8 + j], b[12 + j], 0xEE);
+        r[j] = _mm512_shuffle_f32x4(p, u, 0x88);
+        r[4 + j] = _mm512_shuffle_f32x4(p, u, 0xDD);
+        r[8 + j] = _mm512_shuffle_f32x4(q, v, 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(q, v, 0xDD);
+    }
+}
+
+/* The item's rows as floats, transposed: element e of row 16 g + lane at
+ * wt[(g k + e) 16 + lane]; rows past the item's are zeros. */
+PK_FN void pk_f16_transpose_rows(const struct pk_f16_item *it, float *wt) {
+    for (int g = 0; 16 * g < it->nrows; g++) {
+        for (int64_t e0 = 0; e0 < it->k; e0 += 16) {
+            __m512 r[16];
+            PK_UNROLL
+            for (int j = 0; j < 16; j++) {
+                r[j] = 16 * g + j < it->nrows ? pk_load_w(it->w, true, (size_t)(16 * g + j) * it->w_stride + e0)
+                                              : _mm512_setzero_ps();
+            }
+            pk_transpose16(r);
+            PK_UNROLL
+            for (int j = 0; j < 16; j++) _mm512_store_ps(wt + ((size_t)g * it->k + e0 + j) * 16, r[j]);
+        }
+    }
+}
+
+/* C columns (act, ks apart) against one transposed 16-row group; outputs to
+ * dst + c ds, the first `rows` lanes. */
+PK_FN void pk_f16_short_cols(const float *wt, int64_t k, const float *act, size_t ks, float *dst, size_t ds, int rows,
+                             const int C) {
+    __m512 t[2][4];
+    PK_UNROLL
+    for (int l = 0; l < 8; l++) {
+        __m512 p[2][4];
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            PK_UNROLL
+            for (int i = 0; i < 4; i++) p[c][i] = _mm512_setzero_ps();
+        }
+        for (int64_t s = 0; s < k; s += 32) {
+            PK_UNROLL
+            for (int i = 0; i < 4; i++) {
+                const int64_t e = s + 8 * i + l;
+                const __m512 w = _mm512_load_ps(wt + e * 16);
+                PK_UNROLL
+                for (int c = 0; c < C; c++) p[c][i] = _mm512_fmadd_ps(w, _mm512_set1_ps(act[c * ks + e]), p[c][i]);
+            }
+        }
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 x = _mm512_add_ps(_mm512_add_ps(p[c][0], p[c][2]), _mm512_add_ps(p[c][1], p[c][3]));
+            t[c][l % 4] = l < 4 ? x : _mm512_add_ps(t[c][l % 4], x);
+        }
+    }
+    const __mmask16 m = (__mmask16)((1u << rows) - 1);
+    PK_UNROLL
+    for (int c = 0; c < C; c++) {
+        _mm512_mask_storeu_ps(dst + c * ds, m, _mm512_add_ps(_mm512_add_ps(t[c][0], t[c][1]), _mm512_add_ps(t[c][2], t[c][3])));
+    }
+}
+
+/* A short-k item: columns two at a time over every group (the transposed
+ * rows, k x 64 floats at most, stay in L1). */
+PK_FN void pk_f16_short_item(const struct pk_f16_item *it) {
+    const size_t ks = pk_f16_stride(it->k);
+    float *wt = it->scratch;
+    pk_f16_transpose_rows(it, wt);
+    for (int c = 0; c < it->ncols; c += 2) {
+        for (int g = 0; 16 * g < it->nrows; g++) {
+            const int rows = it->nrows - 16 * g < 16 ? it->nrows - 16 * g : 16;
+            const float *wg = wt + (size_t)g * it->k * 16;
+            float *dst = it->dst + (size_t)c * it->dst_stride + 16 * g;
+            if (it->ncols - c >= 2) {
+                pk_f16_short_cols(wg, it->k, it->act + c * ks, ks, dst, it->dst_stride, rows, 2);
+            } else {
+                pk_f16_short_cols(wg, it->k, it->act + c * ks, ks, dst, it->dst_stride, rows, 1);
+            }
+        }
+    }
+}
+
 PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
     const int64_t k = it->k;
     const size_t ks = pk_f16_stride(k);
@@ -788,6 +902,10 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
             pk_f16_tile_any(it->w + r * it->w_stride, true, it->w_stride, it->act, ks, k, NULL, true, true,
                             it->dst + r, it->dst_stride, R, it->ncols);
         }
+        return;
+    }
+    if (k <= PK_F16_SHORT_K) {
+        pk_f16_short_item(it);
         return;
     }
     /* the rows as floats once; then per tile column, k blocks over all row pairs
