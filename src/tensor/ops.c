@@ -340,6 +340,36 @@ struct tensor *op_mul_mat_masked(struct tensor_ctx *ctx, struct tensor *a, struc
     return t;
 }
 
+struct tensor *op_attention(struct tensor_ctx *ctx, struct tensor *k, struct tensor *q, struct tensor *v,
+                            struct tensor *mask, float scale) {
+    if (!k || !q || !v || !mask) return NULL;
+    const int64_t d_k = k->ne[0], n_kv = k->ne[1], h_kv = k->ne[2], n_tok = q->ne[1], n_head = q->ne[2];
+    if (k->type != GGML_TYPE_F16 || v->type != GGML_TYPE_F16 || q->type != GGML_TYPE_F32 ||
+        k->nb[0] != sizeof(uint16_t) || v->nb[0] != sizeof(uint16_t) || q->nb[0] != sizeof(float)) {
+        error_set("attention: k and v must be F16 and q F32, with packed rows");
+        return NULL;
+    }
+    if (q->ne[0] != d_k || v->ne[0] != n_kv || v->ne[2] != h_kv || h_kv == 0 || n_head % h_kv != 0 ||
+        k->ne[3] != 1 || q->ne[3] != 1 || v->ne[3] != 1) {
+        error_set("attention: k [%lld %lld %lld], q [%lld %lld %lld], v [%lld %lld %lld] do not fit", (long long)d_k,
+                  (long long)n_kv, (long long)h_kv, (long long)q->ne[0], (long long)n_tok, (long long)n_head,
+                  (long long)v->ne[0], (long long)v->ne[1], (long long)v->ne[2]);
+        return NULL;
+    }
+    if (mask->type != GGML_TYPE_F32 || mask->ne[0] != n_kv || mask->ne[1] != n_tok || mask->ne[2] != 1 ||
+        mask->ne[3] != 1 || !tensor_is_contiguous(mask)) {
+        error_set("attention: the mask must be F32 [%lld, %lld], contiguous", (long long)n_kv, (long long)n_tok);
+        return NULL;
+    }
+    const int64_t ne[4] = { v->ne[1], n_tok, n_head, 1 };
+    struct tensor *t = op_new(ctx, OP_ATTENTION, GGML_TYPE_F32, ne, k, q);
+    if (!t) return NULL;
+    t->src[2] = mask;
+    t->src[3] = v;
+    op_param_set_f32(t, 0, scale);
+    return t;
+}
+
 struct tensor *op_mul_mat_id(struct tensor_ctx *ctx, struct tensor *const *as, int n_as, struct tensor *ids, int id,
                              struct tensor *b) {
     if (!as || !ids || !b) return NULL;
@@ -655,6 +685,7 @@ static const char *const g_op_names[OP_COUNT] = {
     [OP_SILU_BACK] = "silu_back",
     [OP_CROSS_ENTROPY_LOSS] = "cross_entropy_loss",
     [OP_CROSS_ENTROPY_LOSS_BACK] = "cross_entropy_loss_back",
+    [OP_ATTENTION] = "attention",
 };
 
 const char *tensor_op_name(enum tensor_op op) {

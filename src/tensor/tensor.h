@@ -82,6 +82,7 @@ enum tensor_op {
     OP_SILU_BACK,
     OP_CROSS_ENTROPY_LOSS,
     OP_CROSS_ENTROPY_LOSS_BACK,
+    OP_ATTENTION,      /* V x soft_max(K x Q masked, mask, scale) in one node (op_attention) */
 
     OP_COUNT
 };
@@ -225,6 +226,15 @@ struct tensor *op_mul_mat(struct tensor_ctx *ctx, struct tensor *a, struct tenso
  * makes it -inf either way. The CPU kernels skip such blocks (causal
  * attention's upper triangle); every other entry is op_mul_mat's. */
 struct tensor *op_mul_mat_masked(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b, struct tensor *mask);
+/* Attention as three nodes would compute it, in one (a backend keeps the
+ * scores in its cache):
+ *     op_mul_mat(v, op_soft_max(op_mul_mat_masked(k, q, mask), mask, scale))
+ * with k F16 [d_k, n_kv, h_kv], q F32 [d_k, n_tok, n_head] (rows packed, any
+ * other strides), v F16 [n_kv, d_v, h_kv] (rows packed), mask F32 [n_kv,
+ * n_tok] contiguous, h_kv dividing n_head (head h reads KV head h / (n_head
+ * / h_kv)); the result is F32 [d_v, n_tok, n_head], the same bits. */
+struct tensor *op_attention(struct tensor_ctx *ctx, struct tensor *k, struct tensor *q, struct tensor *v,
+                            struct tensor *mask, float scale);
 /* A mul_mat's op_params[0]: the order in which a backend may add the products.
  * MUL_MAT_ORDER_REFERENCE (0, what op_mul_mat sets) is b1892's, so results
  * match the reference bit for bit; MUL_MAT_ORDER_ANY allows faster kernels

@@ -390,6 +390,7 @@ const struct cpu_op_desc *cpu_op_desc_get(enum tensor_op op) {
         [OP_SILU_BACK] = &cpu_desc_silu_back,
         [OP_CROSS_ENTROPY_LOSS] = &cpu_desc_cross_entropy_loss,
         [OP_CROSS_ENTROPY_LOSS_BACK] = &cpu_desc_cross_entropy_loss_back,
+        [OP_ATTENTION] = &cpu_desc_attention,
     };
     return (int)op >= 0 && op < OP_COUNT ? table[op] : NULL;
 }

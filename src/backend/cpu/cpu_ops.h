@@ -146,6 +146,18 @@ float cpu_table_silu(float x);
 float cpu_table_gelu(float x);
 float cpu_table_gelu_quick(float x);
 
+/* b1892's soft_max of one row of nc (ggml_compute_forward_soft_max_f32): w =
+ * s * scale (+ the mask row m, when not NULL) in wp, then dp = its
+ * exponentials over their sum (the F16 exp table; cpu_vec.h). dp may be s. */
+void cpu_soft_max_row(const float *s, const float *m, float scale, float *wp, float *dp, int64_t nc);
+
+/* For masked products (op_mul_mat_masked, op_attention): the first and one
+ * past the last of columns [col0, col0 + ncols) whose mask row (mask rows
+ * are columns of the product) is not -inf somewhere in [row0, row0 + nrows),
+ * relative to col0 (first == end when there is none). */
+void cpu_mask_columns(const struct tensor *mask, int64_t row0, int nrows, int64_t col0, int ncols, int *first,
+                      int *end);
+
 /* Kernel groups (one file each). */
 extern const struct cpu_op_desc cpu_desc_dup, cpu_desc_add, cpu_desc_add1, cpu_desc_acc, cpu_desc_sub,
     cpu_desc_mul, cpu_desc_div, cpu_desc_sqr, cpu_desc_sqrt, cpu_desc_log, cpu_desc_sum, cpu_desc_sum_rows,
@@ -154,6 +166,6 @@ extern const struct cpu_op_desc cpu_desc_dup, cpu_desc_add, cpu_desc_add1, cpu_d
     cpu_desc_set, cpu_desc_get_rows, cpu_desc_get_rows_back, cpu_desc_diag, cpu_desc_diag_mask,
     cpu_desc_soft_max, cpu_desc_soft_max_back, cpu_desc_rope, cpu_desc_alibi, cpu_desc_clamp, cpu_desc_argsort,
     cpu_desc_pad, cpu_desc_unary, cpu_desc_silu_back, cpu_desc_cross_entropy_loss,
-    cpu_desc_cross_entropy_loss_back;
+    cpu_desc_cross_entropy_loss_back, cpu_desc_attention;
 
 #endif

@@ -125,6 +125,16 @@ const struct cpu_op_desc cpu_desc_rms_norm_back = {
  * max; each exp(w - max) is a lookup in the F16 exp table of (w - max) rounded
  * to F16 (-inf gives 0); the sum of those in double; then every value is
  * multiplied by the float of 1/sum. a and dst are contiguous (op_soft_max). */
+void cpu_soft_max_row(const float *sp, const float *mp, float scale, float *wp, float *dp, int64_t nc) {
+    for (int64_t i = 0; i < nc; i++) wp[i] = sp[i] * scale;
+    if (mp) {
+        for (int64_t i = 0; i < nc; i++) wp[i] += mp[i];
+    }
+    const double sum = cpu_vec_soft_max_exp(cpu_table_data(CPU_TABLE_EXP), wp, dp, nc);
+    const float inv = (float)(1.0 / sum);
+    for (int64_t i = 0; i < nc; i++) dp[i] *= inv;
+}
+
 static void cpu_soft_max(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *a = dst->src[0], *mask = dst->src[1];
     const float scale = tensor_op_param_f32(dst, 0);
@@ -134,15 +144,8 @@ static void cpu_soft_max(const struct cpu_task *task, struct tensor *dst) {
     cpu_task_rows(task, tensor_nrows(a), &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
         const float *sp = (const float *)((const char *)a->data + r * a->nb[1]);
-        float *dp = (float *)((char *)dst->data + r * dst->nb[1]);
-        for (int64_t i = 0; i < nc; i++) wp[i] = sp[i] * scale;
-        if (mask) {
-            const float *mp = (const float *)((const char *)mask->data + (r % mask->ne[1]) * mask->nb[1]);
-            for (int64_t i = 0; i < nc; i++) wp[i] += mp[i];
-        }
-        const double sum = cpu_vec_soft_max_exp(cpu_table_data(CPU_TABLE_EXP), wp, dp, nc);
-        const float inv = (float)(1.0 / sum);
-        for (int64_t i = 0; i < nc; i++) dp[i] *= inv;
+        const float *mp = mask ? (const float *)((const char *)mask->data + (r % mask->ne[1]) * mask->nb[1]) : NULL;
+        cpu_soft_max_row(sp, mp, scale, wp, (float *)((char *)dst->data + r * dst->nb[1]), nc);
     }
 }
 

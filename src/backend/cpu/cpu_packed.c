@@ -412,7 +412,6 @@ static size_t pk_act_record(enum pk_act act) {
     }
 }
 
-/* Bytes of the converted activations: tiles of max_cols columns, or float rows. */
 /* How an F16 product is cut into work items (slice, block of rows, block of
  * columns): matrix-vector products (fewer than PK_F16_MIN_COLS columns) in
  * 16-row units, others in pk_f16_rows(k) rows. */
@@ -438,6 +437,7 @@ static size_t pk_mask_table_bytes(const struct tensor *dst) {
     return pk_pad64((size_t)(g.row_blocks * g.col_blocks) * 2 * sizeof(int));
 }
 
+/* Bytes of the converted activations: tiles of max_cols columns, or float rows. */
 static size_t pk_act_bytes(const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const int64_t k = x->ne[0], ncols = tensor_nrows(x);
@@ -649,36 +649,6 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
     }
 }
 
-/* Whether any of m[0..n) is not -inf; compares the bits (-inf has one
- * pattern), 16 at a time without a branch, so that the compiler vectorizes. */
-static bool pk_mask_open(const float *m, int n) {
-    const uint32_t *bits = (const uint32_t *)m, neg_inf = 0xff800000u;
-    int r = 0;
-    for (; r + 16 <= n; r += 16) {
-        uint32_t open = 0;
-        for (int i = 0; i < 16; i++) open |= bits[r + i] ^ neg_inf;
-        if (open) return true;
-    }
-    for (; r < n; r++) {
-        if (bits[r] != neg_inf) return true;
-    }
-    return false;
-}
-
-/* For op_mul_mat_masked: the first and one past the last of an item's
- * columns whose mask is not -inf throughout the item's rows (equal when
- * there is none). Only those need computing; the others are left 0. */
-static void pk_mask_columns(const struct tensor *mask, int64_t row0, int nrows, int64_t col0, int ncols,
-                            int *first, int *end) {
-    *first = *end = 0;
-    for (int c = 0; c < ncols; c++) {
-        const float *m = (const float *)((const char *)mask->data + (size_t)(col0 + c) * mask->nb[1]) + row0;
-        if (!pk_mask_open(m, nrows)) continue;
-        if (*end == *first) *first = c;
-        *end = c + 1;
-    }
-}
-
 /* INIT of a masked F16 product: the mask table, entries shared out among the threads. */
 static void pk_mask_scan(const struct cpu_task *task, const struct tensor *dst) {
     const struct tensor *mask = dst->src[2];
@@ -689,7 +659,7 @@ static void pk_mask_scan(const struct cpu_task *task, const struct tensor *dst) 
         const int64_t row0 = e % g.row_blocks * g.rows_per_item, col0 = e / g.row_blocks * PK_F16_COL_BLOCK;
         const int rows = (int)(nrows - row0 < g.rows_per_item ? nrows - row0 : g.rows_per_item);
         const int cols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK);
-        pk_mask_columns(mask, row0, rows, col0, cols, &table[2 * e], &table[2 * e + 1]);
+        cpu_mask_columns(mask, row0, rows, col0, cols, &table[2 * e], &table[2 * e + 1]);
     }
 }
 
@@ -737,6 +707,28 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
                 it.ncols = end - first;
                 if (it.ncols == 0) continue;
             }
+            kernel(&it);
+        }
+    }
+}
+
+bool cpu_packed_f16_available(int64_t k) { return pk_kernels() && k % 32 == 0; }
+size_t cpu_packed_f16_col_stride(int64_t k) { return pk_f16_stride(k); }
+size_t cpu_packed_f16_scratch_floats(int64_t k) { return pk_f16_scratch_floats(k); }
+
+void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, const float *act, int64_t ncols,
+                            int64_t k, float *scratch, float *dst, size_t dst_stride) {
+    const pk_f16_item_fn kernel = pk_kernels()->f16;
+    const int64_t rows_per_item = ncols < PK_F16_MIN_COLS ? 16 : pk_f16_rows(k);
+    for (int64_t col0 = 0; col0 < ncols; col0 += PK_F16_COL_BLOCK) {
+        for (int64_t row0 = 0; row0 < nrows; row0 += rows_per_item) {
+            const struct pk_f16_item it = {
+                .w = w + row0 * w_stride, .w_stride = w_stride,
+                .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
+                .act = act + col0 * pk_f16_stride(k),
+                .ncols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK),
+                .k = k, .scratch = scratch, .dst = dst + col0 * dst_stride + row0, .dst_stride = dst_stride,
+            };
             kernel(&it);
         }
     }

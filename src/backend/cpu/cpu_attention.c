@@ -1,0 +1,234 @@
+/*
+ * op_attention: causal attention in one node. Per head and block of query
+ * columns: the scores K x Q (blocks the mask closes skipped, as
+ * op_mul_mat_masked does), each column's soft_max (cpu_soft_max_row), the
+ * probabilities rounded to F16 (as mul_mat rounds its activations for F16
+ * weights) and V x P. Every output takes the arithmetic of the three nodes
+ * it replaces (b1892's F16 dot products, soft_max and roundings), so the
+ * results are the same bits; a block's scores stay in this thread's cache
+ * instead of going through memory three times (write, soft_max, convert).
+ *
+ * Where the packed F16 kernels run (cpu_packed_f16_available: AVX-512), the
+ * columns are kept as F16-rounded floats for them; elsewhere they are halves
+ * for the trait table's vec_dot.
+ */
+#include <string.h>
+
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cpu/cpu_packed.h"
+#include "quant/quant.h"
+
+/* Keys per block of the mask table: a block whose keys a column cannot see
+ * is not computed for that column. */
+#define ATTN_KV_ROWS 64
+/* Bytes of one work item's scores: its query columns are as many as fit. */
+#define ATTN_SCORE_BYTES ((int64_t)256 << 10)
+
+struct attn_shape {
+    int64_t d_k, d_v, n_kv, n_tok, n_head, heads_per_kv;
+    int64_t cols;                 /* query columns per work item */
+    int64_t row_blocks, col_blocks;
+    bool packed;                  /* on cpu_packed_f16_product */
+    size_t q_stride, s_stride;    /* between columns of the queries and of the scores */
+};
+
+static struct attn_shape attn_shape_of(const struct tensor *dst) {
+    const struct tensor *k = dst->src[0], *q = dst->src[1], *v = dst->src[3];
+    struct attn_shape s = {
+        .d_k = k->ne[0], .d_v = v->ne[1], .n_kv = k->ne[1], .n_tok = q->ne[1], .n_head = q->ne[2],
+        .heads_per_kv = q->ne[2] / k->ne[2],
+    };
+    s.cols = ATTN_SCORE_BYTES / (s.n_kv * (int64_t)sizeof(float));
+    s.cols = s.cols < 8 ? 8 : s.cols > 64 ? 64 : s.cols;
+    if (s.cols > s.n_tok) s.cols = s.n_tok;
+    s.row_blocks = (s.n_kv + ATTN_KV_ROWS - 1) / ATTN_KV_ROWS;
+    s.col_blocks = (s.n_tok + s.cols - 1) / s.cols;
+    s.packed = cpu_packed_f16_available(s.d_k) && cpu_packed_f16_available(s.n_kv);
+    s.q_stride = s.packed ? cpu_packed_f16_col_stride(s.d_k) : (size_t)s.d_k;
+    s.s_stride = s.packed ? cpu_packed_f16_col_stride(s.n_kv) : (size_t)s.n_kv;
+    return s;
+}
+
+/* Work memory: the mask table ([first, end) per key block and column block),
+ * then per thread: queries, scores, the soft_max row, halves for rounding
+ * (reference: the probabilities as halves) and the packed kernels' scratch. */
+struct attn_scratch {
+    void *queries;    /* floats (packed) or halves */
+    float *scores;
+    float *row;
+    uint16_t *halves;
+    float *kernel;
+};
+
+static size_t attn_pad(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+static size_t attn_table_bytes(const struct attn_shape *s) {
+    return attn_pad((size_t)(s->row_blocks * s->col_blocks) * 2 * sizeof(int));
+}
+
+static size_t attn_thread_bytes(const struct attn_shape *s, struct attn_scratch *layout, char *base) {
+    const size_t cols = (size_t)s->cols;
+    const size_t q = attn_pad(cols * s->q_stride * (s->packed ? sizeof(float) : sizeof(uint16_t)));
+    const size_t sc = attn_pad(cols * s->s_stride * sizeof(float));
+    const size_t row = attn_pad((size_t)s->n_kv * sizeof(float));
+    const size_t longest = (size_t)(s->n_kv > s->d_k ? s->n_kv : s->d_k);
+    const size_t halves = attn_pad((s->packed ? longest : cols * (size_t)s->n_kv) * sizeof(uint16_t));
+    size_t kernel = 0;
+    if (s->packed) {
+        const size_t a = cpu_packed_f16_scratch_floats(s->d_k), b = cpu_packed_f16_scratch_floats(s->n_kv);
+        kernel = attn_pad((a > b ? a : b) * sizeof(float));
+    }
+    if (layout) {
+        layout->queries = base;
+        layout->scores = (float *)(base + q);
+        layout->row = (float *)(base + q + sc);
+        layout->halves = (uint16_t *)(base + q + sc + row);
+        layout->kernel = (float *)(base + q + sc + row + halves);
+    }
+    return q + sc + row + halves + kernel;
+}
+
+static size_t cpu_attention_work(const struct tensor *dst, int n_threads) {
+    const struct attn_shape s = attn_shape_of(dst);
+    return attn_table_bytes(&s) + (size_t)n_threads * attn_thread_bytes(&s, NULL, NULL);
+}
+
+/* INIT: the mask table, shared by every head, entries shared out among the threads. */
+static void attn_mask_table(const struct cpu_task *task, const struct tensor *dst, const struct attn_shape *s) {
+    int *table = (int *)task->wdata;
+    for (int64_t e = task->ith; e < s->row_blocks * s->col_blocks; e += task->nth) {
+        const int64_t row0 = e % s->row_blocks * ATTN_KV_ROWS, col0 = e / s->row_blocks * s->cols;
+        const int rows = (int)(s->n_kv - row0 < ATTN_KV_ROWS ? s->n_kv - row0 : ATTN_KV_ROWS);
+        const int cols = (int)(s->n_tok - col0 < s->cols ? s->n_tok - col0 : s->cols);
+        cpu_mask_columns(dst->src[2], row0, rows, col0, cols, &table[2 * e], &table[2 * e + 1]);
+    }
+}
+
+/* A column of n floats rounded to F16 and back, in place (halves: n of scratch). */
+static void attn_round_f16(float *x, uint16_t *halves, int64_t n) {
+    cpu_row_from_float(GGML_TYPE_F16, x, halves, n);
+    cpu_row_to_float(GGML_TYPE_F16, halves, sizeof(uint16_t), x, n);
+}
+
+/* One work item: head h, query columns [c0, c0 + nc). */
+static void attn_item(const struct tensor *dst, const struct attn_shape *s, const int *table,
+                      const struct attn_scratch *w, int64_t h, int64_t cb) {
+    const struct tensor *k = dst->src[0], *q = dst->src[1], *mask = dst->src[2], *v = dst->src[3];
+    const type_vec_dot_fn dot = type_traits_get(GGML_TYPE_F16)->vec_dot;
+    const float scale = tensor_op_param_f32(dst, 0);
+    const int64_t hk = h / s->heads_per_kv, c0 = cb * s->cols;
+    const int64_t nc = s->n_tok - c0 < s->cols ? s->n_tok - c0 : s->cols;
+    const char *keys = (const char *)k->data + hk * k->nb[2], *values = (const char *)v->data + hk * v->nb[2];
+    float *queries = w->queries;
+    uint16_t *queries_h = w->queries;
+
+    for (int64_t c = 0; c < nc; c++) {
+        const float *src = cpu_elem(q, 0, c0 + c, h, 0);
+        if (s->packed) {
+            memcpy(queries + c * s->q_stride, src, (size_t)s->d_k * sizeof(float));
+            attn_round_f16(queries + c * s->q_stride, w->halves, s->d_k);
+        } else {
+            cpu_row_from_float(GGML_TYPE_F16, src, queries_h + c * s->q_stride, s->d_k);
+        }
+    }
+
+    /* scores: column c at w->scores + c s_stride, key j at [j] */
+    for (int64_t rb = 0; rb < s->row_blocks; rb++) {
+        const int64_t row0 = rb * ATTN_KV_ROWS;
+        const int64_t nr = s->n_kv - row0 < ATTN_KV_ROWS ? s->n_kv - row0 : ATTN_KV_ROWS;
+        const int first = table[2 * (cb * s->row_blocks + rb)], end = table[2 * (cb * s->row_blocks + rb) + 1];
+        for (int64_t c = 0; c < nc; c++) {
+            if (c < first || c >= end) memset(w->scores + c * s->s_stride + row0, 0, (size_t)nr * sizeof(float));
+        }
+        if (first == end) continue;
+        const char *rows = keys + row0 * k->nb[1];
+        if (s->packed) {
+            cpu_packed_f16_product((const uint16_t *)rows, k->nb[1] / sizeof(uint16_t), nr,
+                                   queries + first * s->q_stride, end - first, s->d_k, w->kernel,
+                                   w->scores + first * s->s_stride + row0, s->s_stride);
+            continue;
+        }
+        for (int64_t c = first; c < end; c++) {
+            for (int64_t r = 0; r < nr; r++) {
+                dot(s->d_k, w->scores + c * s->s_stride + row0 + r, rows + r * k->nb[1], queries_h + c * s->q_stride);
+            }
+        }
+    }
+
+    /* probabilities, rounded to F16 as the values' product takes them */
+    for (int64_t c = 0; c < nc; c++) {
+        float *p = w->scores + c * s->s_stride;
+        cpu_soft_max_row(p, cpu_elem(mask, 0, c0 + c, 0, 0), scale, w->row, p, s->n_kv);
+        if (s->packed) {
+            attn_round_f16(p, w->halves, s->n_kv);
+        } else {
+            cpu_row_from_float(GGML_TYPE_F16, p, w->halves + c * s->n_kv, s->n_kv);
+        }
+    }
+
+    float *out = cpu_elem(dst, 0, c0, h, 0);
+    const size_t out_stride = dst->nb[1] / sizeof(float);
+    if (s->packed) {
+        cpu_packed_f16_product((const uint16_t *)values, v->nb[1] / sizeof(uint16_t), s->d_v, w->scores, nc, s->n_kv,
+                               w->kernel, out, out_stride);
+        return;
+    }
+    for (int64_t c = 0; c < nc; c++) {
+        for (int64_t d = 0; d < s->d_v; d++) {
+            dot(s->n_kv, out + c * out_stride + d, values + d * v->nb[1], w->halves + c * s->n_kv);
+        }
+    }
+}
+
+static void cpu_attention(const struct cpu_task *task, struct tensor *dst) {
+    const struct attn_shape s = attn_shape_of(dst);
+    if (task->phase == CPU_PHASE_INIT) {
+        attn_mask_table(task, dst, &s);
+        return;
+    }
+    struct attn_scratch w;
+    const size_t per_thread = attn_thread_bytes(&s, NULL, NULL);
+    attn_thread_bytes(&s, &w, task->wdata + attn_table_bytes(&s) + (size_t)task->ith * per_thread);
+    /* items head-major: consecutive items share their keys and values */
+    for (int64_t item = cpu_task_next_chunk(task); item < s.n_head * s.col_blocks; item = cpu_task_next_chunk(task)) {
+        attn_item(dst, &s, (const int *)task->wdata, &w, item / s.col_blocks, item % s.col_blocks);
+    }
+}
+
+static bool cpu_attention_supported(const struct tensor *dst) {
+    return dst->type == GGML_TYPE_F32 && dst->nb[0] == sizeof(float) && dst->src[1]->nb[0] == sizeof(float) &&
+           type_traits_get(GGML_TYPE_F16)->vec_dot != NULL;
+}
+
+const struct cpu_op_desc cpu_desc_attention = {
+    .kernel = cpu_attention, .has_init = true, .work_size = cpu_attention_work, .supported = cpu_attention_supported,
+};
+
+/* ---- mask helpers (also for op_mul_mat_masked's packed path) ------------------------------- */
+
+/* Whether any of m[0..n) is not -inf; compares the bits (-inf has one
+ * pattern), 16 at a time without a branch, so that the compiler vectorizes. */
+static bool cpu_mask_open(const float *m, int n) {
+    const uint32_t *bits = (const uint32_t *)m, neg_inf = 0xff800000u;
+    int r = 0;
+    for (; r + 16 <= n; r += 16) {
+        uint32_t open = 0;
+        for (int i = 0; i < 16; i++) open |= bits[r + i] ^ neg_inf;
+        if (open) return true;
+    }
+    for (; r < n; r++) {
+        if (bits[r] != neg_inf) return true;
+    }
+    return false;
+}
+
+void cpu_mask_columns(const struct tensor *mask, int64_t row0, int nrows, int64_t col0, int ncols, int *first,
+                      int *end) {
+    *first = *end = 0;
+    for (int c = 0; c < ncols; c++) {
+        const float *m = (const float *)((const char *)mask->data + (size_t)(col0 + c) * mask->nb[1]) + row0;
+        if (!cpu_mask_open(m, nrows)) continue;
+        if (*end == *first) *first = c;
+        *end = c + 1;
+    }
+}

@@ -1,0 +1,110 @@
+/*
+ * op_attention (one node) against the three nodes it replaces, bit for bit:
+ * mul_mat(v, soft_max(mul_mat_masked(k, q, mask), mask, scale)), on operands
+ * laid out as the model graph lays them out (keys and values as views of
+ * F16 caches, queries a permuted view), causal masks with a second sequence's
+ * cells closed, grouped-query heads, one query column (generation) and
+ * many (several column blocks), head sizes that the packed kernels take
+ * (32 | d) and that they do not, 1-3 threads. Shapes that do not fit are
+ * refused with an error.
+ */
+#include "test_util.h"
+
+#include <math.h>
+
+#include "backend/cpu/cpu_compute.h"
+#include "core/fp16.h"
+#include "tensor/tensor.h"
+
+static uint64_t g_rng = 2024;
+
+struct case_shape {
+    int64_t d, n_kv, n_tok, n_head, h_kv;
+};
+
+static void check_case(struct cpu_threadpool *pool, const struct case_shape *cs) {
+    const int64_t d = cs->d, n_kv = cs->n_kv, n_tok = cs->n_tok, n_head = cs->n_head, h_kv = cs->h_kv;
+    const int64_t n_ctx = n_kv + 8; /* cache rows past n_kv: the views stride over them */
+    struct tensor_ctx *ctx = tensor_ctx_new(64, (size_t)(64 << 20));
+    struct tensor *k_cache = tensor_new_2d(ctx, GGML_TYPE_F16, d * h_kv, n_ctx);
+    struct tensor *v_cache = tensor_new_2d(ctx, GGML_TYPE_F16, n_ctx, d * h_kv);
+    struct tensor *q_rows = tensor_new_3d(ctx, GGML_TYPE_F32, d, n_head, n_tok);
+    struct tensor *mask = tensor_new_2d(ctx, GGML_TYPE_F32, n_kv, n_tok);
+    uint16_t *kh = k_cache->data, *vh = v_cache->data;
+    for (int64_t i = 0; i < tensor_nelements(k_cache); i++) kh[i] = fp32_to_fp16(test_rand_uniform(&g_rng, -1, 1));
+    for (int64_t i = 0; i < tensor_nelements(v_cache); i++) vh[i] = fp32_to_fp16(test_rand_uniform(&g_rng, -1, 1));
+    for (int64_t i = 0; i < tensor_nelements(q_rows); i++) ((float *)q_rows->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+    /* token t at position n_kv - n_tok + t sees the cells up to it, except
+     * every fifth cell (another sequence's) */
+    for (int64_t t = 0; t < n_tok; t++) {
+        for (int64_t j = 0; j < n_kv; j++) {
+            const bool open = j <= n_kv - n_tok + t && (j % 5 != 3 || j == n_kv - n_tok + t);
+            ((float *)mask->data)[t * n_kv + j] = open ? 0.0f : -INFINITY;
+        }
+    }
+    struct tensor *k = tensor_view_3d(ctx, k_cache, d, n_kv, h_kv, k_cache->nb[1], d * sizeof(uint16_t), 0);
+    struct tensor *v = tensor_view_3d(ctx, v_cache, n_kv, d, h_kv, v_cache->nb[1], d * v_cache->nb[1], 0);
+    struct tensor *q = tensor_permute(ctx, q_rows, 0, 2, 1, 3);
+    const float scale = 1.0f / sqrtf((float)d);
+
+    struct tensor *kq = op_soft_max(ctx, op_mul_mat_masked(ctx, k, q, mask), mask, scale);
+    struct tensor *three = op_mul_mat(ctx, v, kq);
+    struct tensor *one = op_attention(ctx, k, q, v, mask, scale);
+    CHECK(three != NULL && one != NULL);
+    if (!three || !one) {
+        tensor_ctx_free(ctx);
+        return;
+    }
+    CHECK(tensor_same_shape(one, three));
+    struct graph *g3 = graph_new(ctx, 16), *g1 = graph_new(ctx, 16);
+    CHECK(graph_build_forward(g3, three) && graph_build_forward(g1, one));
+    CHECK(cpu_graph_compute(pool, g3, 2, NULL, NULL));
+    int bad = 0;
+    for (int nt = 1; nt <= 3; nt++) {
+        memset(one->data, 0xff, tensor_nbytes(one));
+        CHECK(cpu_graph_compute(pool, g1, nt, NULL, NULL));
+        for (int64_t i = 0; i < tensor_nelements(one); i++) {
+            const float a = ((const float *)one->data)[i], b = ((const float *)three->data)[i];
+            if (memcmp(&a, &b, sizeof a) != 0 && bad++ < 3) {
+                fprintf(stderr, "d %lld n_kv %lld n_tok %lld, %d threads, [%lld]: %.9g, three nodes %.9g\n",
+                        (long long)d, (long long)n_kv, (long long)n_tok, nt, (long long)i, a, b);
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "d %lld n_kv %lld n_tok %lld heads %lld/%lld: %d outputs differ", (long long)d,
+              (long long)n_kv, (long long)n_tok, (long long)n_head, (long long)h_kv, bad);
+    tensor_ctx_free(ctx);
+}
+
+/* Operands that do not fit: NULL and an error, nothing built. */
+static void check_refused(void) {
+    struct tensor_ctx *ctx = tensor_ctx_new(16, 1 << 20);
+    struct tensor *k = tensor_new_3d(ctx, GGML_TYPE_F16, 32, 40, 2);
+    struct tensor *v = tensor_new_3d(ctx, GGML_TYPE_F16, 40, 32, 2);
+    struct tensor *q = tensor_new_3d(ctx, GGML_TYPE_F32, 32, 5, 4);
+    struct tensor *mask = tensor_new_2d(ctx, GGML_TYPE_F32, 40, 5);
+    CHECK(op_attention(ctx, k, q, v, mask, 1.0f) != NULL);
+    CHECK(op_attention(ctx, k, q, v, tensor_new_2d(ctx, GGML_TYPE_F32, 40, 6), 1.0f) == NULL);
+    CHECK(op_attention(ctx, k, tensor_new_3d(ctx, GGML_TYPE_F32, 32, 5, 3), v, mask, 1.0f) == NULL); /* 3 % 2 */
+    CHECK(op_attention(ctx, k, tensor_new_3d(ctx, GGML_TYPE_F32, 16, 5, 4), v, mask, 1.0f) == NULL);
+    CHECK(op_attention(ctx, tensor_new_3d(ctx, GGML_TYPE_F32, 32, 40, 2), q, v, mask, 1.0f) == NULL);
+    CHECK(op_attention(ctx, k, q, tensor_new_3d(ctx, GGML_TYPE_F16, 41, 32, 2), mask, 1.0f) == NULL);
+    CHECK(op_attention(ctx, k, q, v, NULL, 1.0f) == NULL);
+    tensor_ctx_free(ctx);
+}
+
+int main(void) {
+    struct cpu_threadpool *pool = cpu_threadpool_new(3);
+    static const struct case_shape cases[] = {
+        { 64, 96, 40, 8, 2 },     /* one column block, two key blocks */
+        { 64, 1088, 300, 4, 1 },  /* several column blocks (scores of 1088 keys) */
+        { 64, 160, 1, 8, 2 },     /* generation: one query */
+        { 128, 64, 7, 4, 4 },     /* no grouping, fewer queries than a tile */
+        { 8, 50, 20, 8, 8 },      /* head size 8 (stories260K): the reference kernels */
+        { 64, 100, 30, 2, 1 },    /* 32 does not divide n_kv: the reference kernels */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(pool, &cases[i]);
+    check_refused();
+    cpu_threadpool_free(pool);
+    return test_finish("test_attention");
+}
