@@ -247,19 +247,58 @@ static void rope_rotate(const struct tensor *a, const struct tensor *dst, const 
     rope_st(dst, out + (i + off) * dst->nb[0], x0 * sin_t + x1 * cos_t);
 }
 
+/* The rotations of a row at position p: cs[i] = cos, cs[i + 1] = sin (with
+ * sin_sign) for each pair's first element i; NEOX: for i < n_dims only. */
+struct rope_params {
+    int n_dims, mode;
+    float freq_scale, ext_factor, attn_factor, sin_sign, theta_scale, inv_ndims, corr_dims[2];
+};
+
+static void rope_rotations(const struct rope_params *rp, int32_t p, int64_t ne0, float *cs) {
+    float theta_base = (float)p;
+    if (!(rp->mode & ROPE_MODE_NEOX)) {
+        /* pairs (i0, i0+1) over the whole row, as b1892 (not only the first n_dims) */
+        for (int64_t i0 = 0; i0 + 1 < ne0; i0 += 2) {
+            rope_yarn(theta_base, rp->freq_scale, rp->corr_dims, i0, rp->ext_factor, rp->attn_factor, &cs[i0],
+                      &cs[i0 + 1]);
+            cs[i0 + 1] *= rp->sin_sign;
+            theta_base *= rp->theta_scale;
+        }
+        return;
+    }
+    /* b1892 quirks kept: theta is multiplied by freq_scale here and again in
+     * rope_yarn, and the YaRN ramp gets the float cur_rot truncated to an
+     * integer (always 0). */
+    theta_base *= rp->freq_scale;
+    for (int64_t ic = 0; ic + 1 < ne0 && ic < rp->n_dims; ic += 2) {
+        const float cur_rot = rp->inv_ndims * (float)ic;
+        rope_yarn(theta_base, rp->freq_scale, rp->corr_dims, (int64_t)cur_rot, rp->ext_factor, rp->attn_factor,
+                  &cs[ic], &cs[ic + 1]);
+        cs[ic + 1] *= rp->sin_sign;
+        theta_base *= rp->theta_scale;
+    }
+}
+
 static void cpu_rope(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *a = dst->src[0], *pos = dst->src[1];
-    const int n_dims = dst->op_params[1], mode = dst->op_params[2], n_orig_ctx = dst->op_params[4];
-    const float freq_base = tensor_op_param_f32(dst, 5), freq_scale = tensor_op_param_f32(dst, 6);
-    const float ext_factor = tensor_op_param_f32(dst, 7), attn_factor = tensor_op_param_f32(dst, 8);
-    const float beta_fast = tensor_op_param_f32(dst, 9), beta_slow = tensor_op_param_f32(dst, 10);
-    /* rope_back rotates by -theta: the inverse rotation */
-    const float sin_sign = dst->op == OP_ROPE_BACK ? -1.0f : 1.0f;
-    const float theta_scale = powf(freq_base, -2.0f / (float)n_dims);
-    const float inv_ndims = -1.0f / (float)n_dims;
-    float corr_dims[2];
-    rope_yarn_corr_dims(n_dims, n_orig_ctx, freq_base, beta_fast, beta_slow, corr_dims);
+    const int n_orig_ctx = dst->op_params[4];
+    const float freq_base = tensor_op_param_f32(dst, 5);
+    struct rope_params rp = {
+        .n_dims = dst->op_params[1], .mode = dst->op_params[2], .freq_scale = tensor_op_param_f32(dst, 6),
+        .ext_factor = tensor_op_param_f32(dst, 7), .attn_factor = tensor_op_param_f32(dst, 8),
+        /* rope_back rotates by -theta: the inverse rotation */
+        .sin_sign = dst->op == OP_ROPE_BACK ? -1.0f : 1.0f,
+    };
+    rp.theta_scale = powf(freq_base, -2.0f / (float)rp.n_dims);
+    rp.inv_ndims = -1.0f / (float)rp.n_dims;
+    rope_yarn_corr_dims(rp.n_dims, n_orig_ctx, freq_base, tensor_op_param_f32(dst, 9), tensor_op_param_f32(dst, 10),
+                        rp.corr_dims);
     const int64_t ne0 = a->ne[0];
+    /* rows of one position (a token's heads) share their rotations: computed
+     * once per position met, the same floats as per row */
+    float *cs = cpu_row_buf(task, dst, 0);
+    bool have = false;
+    int32_t have_p = 0;
 
     int64_t r0, r1;
     cpu_task_rows(task, tensor_nrows(a), &r0, &r1);
@@ -268,35 +307,23 @@ static void cpu_rope(const struct cpu_task *task, struct tensor *dst) {
         cpu_row_index(a, r, &i1, &i2, &i3);
         int32_t p;
         memcpy(&p, cpu_elem(pos, i2, 0, 0, 0), sizeof p);
+        if (!have || p != have_p) {
+            rope_rotations(&rp, p, ne0, cs);
+            have = true;
+            have_p = p;
+        }
         const char *src = cpu_elem(a, 0, i1, i2, i3);
         char *out = cpu_elem(dst, 0, i1, i2, i3);
-        float theta_base = (float)p;
-        if (!(mode & ROPE_MODE_NEOX)) {
-            /* pairs (i0, i0+1) over the whole row, as b1892 (not only the first n_dims) */
-            for (int64_t i0 = 0; i0 + 1 < ne0; i0 += 2) {
-                float cos_t, sin_t;
-                rope_yarn(theta_base, freq_scale, corr_dims, i0, ext_factor, attn_factor, &cos_t, &sin_t);
-                theta_base *= theta_scale;
-                rope_rotate(a, dst, src, out, i0, 1, cos_t, sin_t * sin_sign);
-            }
-        } else {
-            /* b1892 quirks kept: theta is multiplied by freq_scale here and again in
-             * rope_yarn, and the YaRN ramp gets the float cur_rot truncated to an
-             * integer (always 0). Elements past n_dims are copied unchanged. */
-            theta_base *= freq_scale;
-            for (int64_t ic = 0; ic + 1 < ne0; ic += 2) {
-                if (ic < n_dims) {
-                    const float cur_rot = inv_ndims * (float)ic;
-                    float cos_t, sin_t;
-                    rope_yarn(theta_base, freq_scale, corr_dims, (int64_t)cur_rot, ext_factor, attn_factor, &cos_t,
-                              &sin_t);
-                    theta_base *= theta_scale;
-                    rope_rotate(a, dst, src, out, ic / 2, n_dims / 2, cos_t, sin_t * sin_sign);
-                } else {
-                    for (int64_t k = ic; k < ic + 2; k++) {
-                        rope_st(dst, out + k * dst->nb[0], rope_ld(a, src + k * a->nb[0]));
-                    }
-                }
+        if (!(rp.mode & ROPE_MODE_NEOX)) {
+            for (int64_t i0 = 0; i0 + 1 < ne0; i0 += 2) rope_rotate(a, dst, src, out, i0, 1, cs[i0], cs[i0 + 1]);
+            continue;
+        }
+        /* elements past n_dims are copied unchanged */
+        for (int64_t ic = 0; ic + 1 < ne0; ic += 2) {
+            if (ic < rp.n_dims) {
+                rope_rotate(a, dst, src, out, ic / 2, rp.n_dims / 2, cs[ic], cs[ic + 1]);
+            } else {
+                for (int64_t k = ic; k < ic + 2; k++) rope_st(dst, out + k * dst->nb[0], rope_ld(a, src + k * a->nb[0]));
             }
         }
     }
@@ -308,7 +335,9 @@ static bool cpu_rope_supported(const struct tensor *dst) {
            dst->src[1]->type == GGML_TYPE_I32 && a->ne[0] % 2 == 0;
 }
 
-const struct cpu_op_desc cpu_desc_rope = { .kernel = cpu_rope, .supported = cpu_rope_supported };
+const struct cpu_op_desc cpu_desc_rope = {
+    .kernel = cpu_rope, .work_size = cpu_row_buf_work, .supported = cpu_rope_supported,
+};
 
 /* ---- ALiBi ----------------------------------------------------------------------------- */
 
