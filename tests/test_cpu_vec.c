@@ -1,7 +1,8 @@
 /*
  * The SIMD row helpers of the element-wise kernels (backend/cpu/cpu_vec.h)
  * against their scalar definitions, bit for bit: the F16 table lookups
- * (silu, gelu, gelu_quick) and softmax's exponentials and sum, on random
+ * (silu, gelu, gelu_quick), softmax's exponentials and sum, and whole
+ * softmax rows (scale, mask, normalization), on random
  * rows at several magnitudes, every length up to 40 and long rows, with
  * -inf (masked positions), +inf, NaNs with payloads, signed zeros and
  * values that round to F16 infinities.
@@ -16,6 +17,16 @@
 static uint64_t g_rng = 99;
 
 static bool same_floats(const float *a, const float *b, int64_t n) { return memcmp(a, b, (size_t)n * sizeof(float)) == 0; }
+
+/* The same bits, or NaN both: a row holding a NaN or an infinity normalizes
+ * by a NaN, and which operand's NaN a multiplication passes on is the
+ * compiler's choice of operand order. */
+static bool same_floats_or_nans(const float *a, const float *b, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        if (memcmp(&a[i], &b[i], sizeof a[i]) != 0 && !(isnan(a[i]) && isnan(b[i]))) return false;
+    }
+    return true;
+}
 
 static void fill_row(float *x, int64_t n, int kind) {
     const float scale = kind == 0 ? 1.0f : kind == 1 ? 30.0f : kind == 2 ? 1e-4f : 70000.0f;
@@ -34,7 +45,7 @@ int main(void) {
     cpu_tables_init();
     const cpu_vec_table_f16_fn table_simd = cpu_vec_table_f16_simd();
     const cpu_vec_soft_max_exp_fn soft_max_simd = cpu_vec_soft_max_exp_simd();
-    if (!table_simd || !soft_max_simd) {
+    if (!table_simd || !soft_max_simd || !cpu_vec_soft_max_row_simd()) {
         test_skip_unsupported("no SIMD variant of the row helpers on this CPU");
     }
     static float x[5000], want[5000], got[5000];
@@ -81,5 +92,22 @@ int main(void) {
         CHECK_MSG(same_floats(want, got, 512) && memcmp(&sw, &sg, sizeof sw) == 0, "open prefix %lld",
                   (long long)prefixes[pi]);
     }
+    /* whole rows: scale, a mask with -inf (closed positions), the normalization */
+    const cpu_vec_soft_max_row_fn row_simd = cpu_vec_soft_max_row_simd();
+    static float mask[5000], w[5000];
+    int bad_row = 0;
+    for (int li = 0; li < n_lengths; li++) {
+        const int64_t n = lengths[li];
+        for (int kind = 0; kind < 4; kind++) {
+            fill_row(x, n, kind);
+            for (int64_t i = 0; i < n; i++) mask[i] = i % 3 == 1 || i > n / 2 + 3 ? -INFINITY : 0.25f * (float)(i % 4);
+            for (int masked = 0; masked < 2; masked++) {
+                cpu_vec_soft_max_row_scalar(cpu_table_data(CPU_TABLE_EXP), x, masked ? mask : NULL, 0.125f, w, want, n);
+                row_simd(cpu_table_data(CPU_TABLE_EXP), x, masked ? mask : NULL, 0.125f, w, got, n);
+                bad_row += !same_floats_or_nans(want, got, n);
+            }
+        }
+    }
+    CHECK_MSG(bad_row == 0, "softmax rows: %d differ", bad_row);
     return test_finish("test_cpu_vec");
 }

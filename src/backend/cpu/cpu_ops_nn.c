@@ -126,13 +126,7 @@ const struct cpu_op_desc cpu_desc_rms_norm_back = {
  * to F16 (-inf gives 0); the sum of those in double; then every value is
  * multiplied by the float of 1/sum. a and dst are contiguous (op_soft_max). */
 void cpu_soft_max_row(const float *sp, const float *mp, float scale, float *wp, float *dp, int64_t nc) {
-    for (int64_t i = 0; i < nc; i++) wp[i] = sp[i] * scale;
-    if (mp) {
-        for (int64_t i = 0; i < nc; i++) wp[i] += mp[i];
-    }
-    const double sum = cpu_vec_soft_max_exp(cpu_table_data(CPU_TABLE_EXP), wp, dp, nc);
-    const float inv = (float)(1.0 / sum);
-    for (int64_t i = 0; i < nc; i++) dp[i] *= inv;
+    cpu_vec_soft_max_row(cpu_table_data(CPU_TABLE_EXP), sp, mp, scale, wp, dp, nc);
 }
 
 static void cpu_soft_max(const struct cpu_task *task, struct tensor *dst) {

@@ -41,6 +41,16 @@ double cpu_vec_soft_max_exp_scalar(const fp16_t *exp_table, const float *w, floa
     return vec_exp_scalar(exp_table, w, vec_max_scalar(w, n, -INFINITY), y, n);
 }
 
+void cpu_vec_soft_max_row_scalar(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w,
+                                 float *y, int64_t n) {
+    for (int64_t i = 0; i < n; i++) w[i] = s[i] * scale;
+    if (m) {
+        for (int64_t i = 0; i < n; i++) w[i] += m[i];
+    }
+    const float inv = (float)(1.0 / cpu_vec_soft_max_exp_scalar(exp_table, w, y, n));
+    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+}
+
 #if defined(__x86_64__)
 
 #define VEC_TARGET __attribute__((target("avx2,fma,f16c")))
@@ -105,6 +115,27 @@ VEC_TARGET static double vec_soft_max_exp_avx2(const fp16_t *exp_table, const fl
     return ((s[0] + s[1]) + (s[2] + s[3])) + tail;
 }
 
+/* The scalar row's passes 8 at a time: the same multiplications and additions
+ * (separate roundings, never fused) element by element. */
+VEC_TARGET static void vec_soft_max_row_avx2(const fp16_t *exp_table, const float *s, const float *m, float scale,
+                                             float *w, float *y, int64_t n) {
+    const __m256 vs = _mm256_set1_ps(scale);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + i), vs);
+        if (m) v = _mm256_add_ps(v, _mm256_loadu_ps(m + i));
+        _mm256_storeu_ps(w + i, v);
+    }
+    for (; i < n; i++) {
+        w[i] = s[i] * scale; /* a statement each: no contraction into an FMA */
+        if (m) w[i] += m[i];
+    }
+    const float inv = (float)(1.0 / vec_soft_max_exp_avx2(exp_table, w, y, n));
+    const __m256 vi = _mm256_set1_ps(inv);
+    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vi));
+    for (; i < n; i++) y[i] *= inv;
+}
+
 static bool vec_avx2(void) {
     const struct cpu_features *f = cpu_features_get();
     return f->avx2 && f->fma && f->f16c;
@@ -112,21 +143,23 @@ static bool vec_avx2(void) {
 
 cpu_vec_table_f16_fn cpu_vec_table_f16_simd(void) { return vec_avx2() ? vec_table_f16_avx2 : NULL; }
 cpu_vec_soft_max_exp_fn cpu_vec_soft_max_exp_simd(void) { return vec_avx2() ? vec_soft_max_exp_avx2 : NULL; }
+cpu_vec_soft_max_row_fn cpu_vec_soft_max_row_simd(void) { return vec_avx2() ? vec_soft_max_row_avx2 : NULL; }
 
 #else
 
 cpu_vec_table_f16_fn cpu_vec_table_f16_simd(void) { return NULL; }
 cpu_vec_soft_max_exp_fn cpu_vec_soft_max_exp_simd(void) { return NULL; }
+cpu_vec_soft_max_row_fn cpu_vec_soft_max_row_simd(void) { return NULL; }
 
 #endif
 
 static cpu_vec_table_f16_fn g_table_f16 = cpu_vec_table_f16_scalar;
-static cpu_vec_soft_max_exp_fn g_soft_max_exp = cpu_vec_soft_max_exp_scalar;
+static cpu_vec_soft_max_row_fn g_soft_max_row = cpu_vec_soft_max_row_scalar;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 static void vec_init(void) {
     if (cpu_vec_table_f16_simd()) g_table_f16 = cpu_vec_table_f16_simd();
-    if (cpu_vec_soft_max_exp_simd()) g_soft_max_exp = cpu_vec_soft_max_exp_simd();
+    if (cpu_vec_soft_max_row_simd()) g_soft_max_row = cpu_vec_soft_max_row_simd();
 }
 
 void cpu_vec_table_f16(const fp16_t *table, const float *x, float *y, int64_t n) {
@@ -134,7 +167,9 @@ void cpu_vec_table_f16(const fp16_t *table, const float *x, float *y, int64_t n)
     g_table_f16(table, x, y, n);
 }
 
-double cpu_vec_soft_max_exp(const fp16_t *exp_table, const float *w, float *y, int64_t n) {
+
+void cpu_vec_soft_max_row(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w, float *y,
+                          int64_t n) {
     pthread_once(&g_once, vec_init);
-    return g_soft_max_exp(exp_table, w, y, n);
+    g_soft_max_row(exp_table, s, m, scale, w, y, n);
 }

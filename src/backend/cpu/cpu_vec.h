@@ -20,20 +20,33 @@
 /* y[i] = fp16_to_fp32(table[fp32_to_fp16(x[i])]) (x and y may be the same). */
 void cpu_vec_table_f16(const fp16_t *table, const float *x, float *y, int64_t n);
 
-/* b1892's softmax exponentials of a row w: max = the largest w[i] (NaNs
- * ignored, as `w > max ? w : max` from -inf does), then y[i] = 0 where w[i]
+/* Softmax exponentials as b1892 forms them, for a row w: max = the largest
+ * w[i] (NaNs ignored, as `w > max ? w : max` from -inf does), then y[i] = 0 where w[i]
  * is -inf, else the exp table's value at w[i] - max; returns their sum in
  * double. (Those values are halves in [0, 1], multiples of 2^-24, so the
- * double sum is exact in any order for rows shorter than 2^29.) */
-double cpu_vec_soft_max_exp(const fp16_t *exp_table, const float *w, float *y, int64_t n);
+ * double sum is exact in any order for rows shorter than 2^29.) The scalar
+ * definition is cpu_vec_soft_max_exp_scalar; cpu_vec_soft_max_row takes it
+ * or its SIMD variant. */
+
+/* b1892's soft_max of a row s: w = s * scale (+ m, when not NULL), each
+ * product and sum rounded on its own; y = the exponentials of w (above), each
+ * times the float of 1 / their sum. y may be s. (A row with a NaN or an
+ * infinity normalizes by a NaN; which NaN comes out is not specified.) */
+void cpu_vec_soft_max_row(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w, float *y,
+                          int64_t n);
 
 /* Scalar definitions (the reference the SIMD variants are compared with in tests). */
 void cpu_vec_table_f16_scalar(const fp16_t *table, const float *x, float *y, int64_t n);
 double cpu_vec_soft_max_exp_scalar(const fp16_t *exp_table, const float *w, float *y, int64_t n);
+void cpu_vec_soft_max_row_scalar(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w,
+                                 float *y, int64_t n);
 /* The SIMD variants, NULL where the CPU has none (tests call them directly). */
 typedef void (*cpu_vec_table_f16_fn)(const fp16_t *table, const float *x, float *y, int64_t n);
 typedef double (*cpu_vec_soft_max_exp_fn)(const fp16_t *exp_table, const float *w, float *y, int64_t n);
+typedef void (*cpu_vec_soft_max_row_fn)(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w,
+                                        float *y, int64_t n);
 cpu_vec_table_f16_fn cpu_vec_table_f16_simd(void);
 cpu_vec_soft_max_exp_fn cpu_vec_soft_max_exp_simd(void);
+cpu_vec_soft_max_row_fn cpu_vec_soft_max_row_simd(void);
 
 #endif
