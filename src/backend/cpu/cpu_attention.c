@@ -23,11 +23,18 @@
 #define ATTN_KV_ROWS 64
 /* Bytes of one work item's scores: its query columns are as many as fit. */
 #define ATTN_SCORE_BYTES ((int64_t)256 << 10)
+/* Below this many tokens, heads that share a KV head share work items. */
+#define ATTN_GROUPED_MAX_TOKENS 4
 
 struct attn_shape {
     int64_t d_k, d_v, n_kv, n_tok, n_head, heads_per_kv;
+    /* With few tokens and grouped heads (generation), an item is one token
+     * and the heads of one KV head, whose keys and values it reads once;
+     * else one head and a block of tok_cols tokens. */
+    bool grouped;
+    int64_t tok_cols;             /* tokens per column block of the mask table */
     int64_t cols;                 /* query columns per work item */
-    int64_t row_blocks, col_blocks;
+    int64_t row_blocks, col_blocks, n_items;
     bool packed;                  /* on cpu_packed_f16_product */
     size_t q_stride, s_stride;    /* between columns of the queries and of the scores */
 };
@@ -38,11 +45,19 @@ static struct attn_shape attn_shape_of(const struct tensor *dst) {
         .d_k = k->ne[0], .d_v = v->ne[1], .n_kv = k->ne[1], .n_tok = q->ne[1], .n_head = q->ne[2],
         .heads_per_kv = q->ne[2] / k->ne[2],
     };
-    s.cols = ATTN_SCORE_BYTES / (s.n_kv * (int64_t)sizeof(float));
-    s.cols = s.cols < 8 ? 8 : s.cols > 64 ? 64 : s.cols;
-    if (s.cols > s.n_tok) s.cols = s.n_tok;
+    s.grouped = s.heads_per_kv > 1 && s.n_tok < ATTN_GROUPED_MAX_TOKENS;
+    if (s.grouped) {
+        s.tok_cols = 1;
+        s.cols = s.heads_per_kv;
+    } else {
+        s.tok_cols = ATTN_SCORE_BYTES / (s.n_kv * (int64_t)sizeof(float));
+        s.tok_cols = s.tok_cols < 8 ? 8 : s.tok_cols > 64 ? 64 : s.tok_cols;
+        if (s.tok_cols > s.n_tok) s.tok_cols = s.n_tok;
+        s.cols = s.tok_cols;
+    }
     s.row_blocks = (s.n_kv + ATTN_KV_ROWS - 1) / ATTN_KV_ROWS;
-    s.col_blocks = (s.n_tok + s.cols - 1) / s.cols;
+    s.col_blocks = (s.n_tok + s.tok_cols - 1) / s.tok_cols;
+    s.n_items = s.grouped ? k->ne[2] * s.n_tok : s.n_head * s.col_blocks;
     s.packed = cpu_packed_f16_available(s.d_k) && cpu_packed_f16_available(s.n_kv);
     s.q_stride = s.packed ? cpu_packed_f16_col_stride(s.d_k) : (size_t)s.d_k;
     s.s_stride = s.packed ? cpu_packed_f16_col_stride(s.n_kv) : (size_t)s.n_kv;
@@ -97,9 +112,9 @@ static size_t cpu_attention_work(const struct tensor *dst, int n_threads) {
 static void attn_mask_table(const struct cpu_task *task, const struct tensor *dst, const struct attn_shape *s) {
     int *table = (int *)task->wdata;
     for (int64_t e = task->ith; e < s->row_blocks * s->col_blocks; e += task->nth) {
-        const int64_t row0 = e % s->row_blocks * ATTN_KV_ROWS, col0 = e / s->row_blocks * s->cols;
+        const int64_t row0 = e % s->row_blocks * ATTN_KV_ROWS, col0 = e / s->row_blocks * s->tok_cols;
         const int rows = (int)(s->n_kv - row0 < ATTN_KV_ROWS ? s->n_kv - row0 : ATTN_KV_ROWS);
-        const int cols = (int)(s->n_tok - col0 < s->cols ? s->n_tok - col0 : s->cols);
+        const int cols = (int)(s->n_tok - col0 < s->tok_cols ? s->n_tok - col0 : s->tok_cols);
         cpu_mask_columns(dst->src[2], row0, rows, col0, cols, &table[2 * e], &table[2 * e + 1]);
     }
 }
@@ -110,20 +125,34 @@ static void attn_round_f16(float *x, uint16_t *halves, int64_t n) {
     cpu_row_to_float(GGML_TYPE_F16, halves, sizeof(uint16_t), x, n);
 }
 
-/* One work item: head h, query columns [c0, c0 + nc). */
+/* A work item's query columns: column c is head h0 + c dh at token t0 + c dt. */
+struct attn_cols {
+    int64_t h0, dh, t0, dt, n;
+    int64_t cb;           /* the mask table's column block */
+};
+
+static struct attn_cols attn_cols_of(const struct attn_shape *s, int64_t item) {
+    if (s->grouped) {
+        const int64_t t = item % s->n_tok;
+        return (struct attn_cols){ item / s->n_tok * s->heads_per_kv, 1, t, 0, s->heads_per_kv, t };
+    }
+    const int64_t cb = item % s->col_blocks, t0 = cb * s->tok_cols;
+    return (struct attn_cols){ item / s->col_blocks, 0, t0, 1, s->n_tok - t0 < s->tok_cols ? s->n_tok - t0 : s->tok_cols, cb };
+}
+
+/* One work item (attn_cols_of). */
 static void attn_item(const struct tensor *dst, const struct attn_shape *s, const int *table,
-                      const struct attn_scratch *w, int64_t h, int64_t cb) {
+                      const struct attn_scratch *w, const struct attn_cols *ac) {
     const struct tensor *k = dst->src[0], *q = dst->src[1], *mask = dst->src[2], *v = dst->src[3];
     const type_vec_dot_fn dot = type_traits_get(GGML_TYPE_F16)->vec_dot;
     const float scale = tensor_op_param_f32(dst, 0);
-    const int64_t hk = h / s->heads_per_kv, c0 = cb * s->cols;
-    const int64_t nc = s->n_tok - c0 < s->cols ? s->n_tok - c0 : s->cols;
+    const int64_t hk = ac->h0 / s->heads_per_kv, nc = ac->n;
     const char *keys = (const char *)k->data + hk * k->nb[2], *values = (const char *)v->data + hk * v->nb[2];
     float *queries = w->queries;
     uint16_t *queries_h = w->queries;
 
     for (int64_t c = 0; c < nc; c++) {
-        const float *src = cpu_elem(q, 0, c0 + c, h, 0);
+        const float *src = cpu_elem(q, 0, ac->t0 + c * ac->dt, ac->h0 + c * ac->dh, 0);
         if (s->packed) {
             memcpy(queries + c * s->q_stride, src, (size_t)s->d_k * sizeof(float));
             attn_round_f16(queries + c * s->q_stride, w->halves, s->d_k);
@@ -136,7 +165,11 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
     for (int64_t rb = 0; rb < s->row_blocks; rb++) {
         const int64_t row0 = rb * ATTN_KV_ROWS;
         const int64_t nr = s->n_kv - row0 < ATTN_KV_ROWS ? s->n_kv - row0 : ATTN_KV_ROWS;
-        const int first = table[2 * (cb * s->row_blocks + rb)], end = table[2 * (cb * s->row_blocks + rb) + 1];
+        int first = table[2 * (ac->cb * s->row_blocks + rb)], end = table[2 * (ac->cb * s->row_blocks + rb) + 1];
+        if (s->grouped && end > first) { /* one token: its columns are all open */
+            first = 0;
+            end = (int)nc;
+        }
         for (int64_t c = 0; c < nc; c++) {
             if (c < first || c >= end) memset(w->scores + c * s->s_stride + row0, 0, (size_t)nr * sizeof(float));
         }
@@ -158,7 +191,7 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
     /* probabilities, rounded to F16 as the values' product takes them */
     for (int64_t c = 0; c < nc; c++) {
         float *p = w->scores + c * s->s_stride;
-        cpu_soft_max_row(p, cpu_elem(mask, 0, c0 + c, 0, 0), scale, w->row, p, s->n_kv);
+        cpu_soft_max_row(p, cpu_elem(mask, 0, ac->t0 + c * ac->dt, 0, 0), scale, w->row, p, s->n_kv);
         if (s->packed) {
             attn_round_f16(p, w->halves, s->n_kv);
         } else {
@@ -166,8 +199,8 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
         }
     }
 
-    float *out = cpu_elem(dst, 0, c0, h, 0);
-    const size_t out_stride = dst->nb[1] / sizeof(float);
+    float *out = cpu_elem(dst, 0, ac->t0, ac->h0, 0);
+    const size_t out_stride = (ac->dh ? dst->nb[2] : dst->nb[1]) / sizeof(float);
     if (s->packed) {
         cpu_packed_f16_product((const uint16_t *)values, v->nb[1] / sizeof(uint16_t), s->d_v, w->scores, nc, s->n_kv,
                                w->kernel, out, out_stride);
@@ -190,8 +223,9 @@ static void cpu_attention(const struct cpu_task *task, struct tensor *dst) {
     const size_t per_thread = attn_thread_bytes(&s, NULL, NULL);
     attn_thread_bytes(&s, &w, task->wdata + attn_table_bytes(&s) + (size_t)task->ith * per_thread);
     /* items head-major: consecutive items share their keys and values */
-    for (int64_t item = cpu_task_next_chunk(task); item < s.n_head * s.col_blocks; item = cpu_task_next_chunk(task)) {
-        attn_item(dst, &s, (const int *)task->wdata, &w, item / s.col_blocks, item % s.col_blocks);
+    for (int64_t item = cpu_task_next_chunk(task); item < s.n_items; item = cpu_task_next_chunk(task)) {
+        const struct attn_cols ac = attn_cols_of(&s, item);
+        attn_item(dst, &s, (const int *)task->wdata, &w, &ac);
     }
 }
 
