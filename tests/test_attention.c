@@ -4,8 +4,8 @@
  * laid out as the model graph lays them out (keys and values as views of
  * F16 caches, queries a permuted view), causal masks with a second sequence's
  * cells closed, grouped-query heads, one query column (generation), a few
- * (the heads of a KV head in one work item) and many (several column
- * blocks), head sizes that the packed kernels take
+ * (with a thousand keys or more, the heads of a KV head in one work item)
+ * and many (several column blocks), head sizes that the packed kernels take
  * (32 | d) and that they do not, 1-3 threads. Shapes that do not fit are
  * refused with an error.
  */
@@ -99,9 +99,10 @@ int main(void) {
     static const struct case_shape cases[] = {
         { 64, 96, 40, 8, 2 },     /* one column block, two key blocks */
         { 64, 1088, 300, 4, 1 },  /* several column blocks (scores of 1088 keys) */
-        { 64, 160, 1, 8, 2 },     /* generation: one query, the 4 heads of a KV head together */
-        { 64, 200, 3, 8, 2 },     /* a few queries: grouped per token */
-        { 8, 50, 2, 8, 2 },       /* grouped on the reference kernels */
+        { 64, 160, 1, 8, 2 },     /* generation: one query */
+        { 64, 1056, 1, 8, 2 },    /* generation at depth: the 4 heads of a KV head together */
+        { 64, 1088, 3, 8, 2 },    /* a few queries at depth: grouped per token */
+        { 8, 1030, 2, 8, 2 },     /* grouped on the reference kernels */
         { 128, 64, 7, 4, 4 },     /* no grouping, fewer queries than a tile */
         { 8, 50, 20, 8, 8 },      /* head size 8 (stories260K): the reference kernels */
         { 64, 100, 30, 2, 1 },    /* 32 does not divide n_kv: the reference kernels */
