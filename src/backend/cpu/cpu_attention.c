@@ -180,6 +180,13 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
         }
         if (first == end) continue;
         const char *rows = keys + row0 * k->nb[1];
+        /* the next block's keys (a head's slice of each cache row, which the
+         * hardware prefetchers miss) are asked for while this one computes */
+        for (int64_t r = row0 + ATTN_KV_ROWS; r < row0 + 2 * ATTN_KV_ROWS && r < s->n_kv; r++) {
+            for (int64_t o = 0; o < s->d_k * (int64_t)sizeof(uint16_t); o += 64) {
+                __builtin_prefetch(keys + r * k->nb[1] + o);
+            }
+        }
         if (s->packed) {
             cpu_packed_f16_product((const uint16_t *)rows, k->nb[1] / sizeof(uint16_t), nr,
                                    queries + first * s->q_stride, end - first, s->d_k, w->kernel,

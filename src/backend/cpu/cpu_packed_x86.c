@@ -821,9 +821,16 @@ PK_FN void pk_transpose16(__m512 r[16]) {
 }
 
 /* The item's rows as floats, transposed: element e of row 16 g + lane at
- * wt[(g k + e) 16 + lane]; rows past the item's are zeros. */
+ * wt[(g k + e) 16 + lane]; rows past the item's are zeros. The next group's
+ * rows are asked for ahead: in generation they are keys in the KV cache, a
+ * head's slice of each cache row, which the hardware prefetchers miss. */
 PK_FN void pk_f16_transpose_rows(const struct pk_f16_item *it, float *wt) {
     for (int g = 0; 16 * g < it->nrows; g++) {
+        for (int j = 16 * g + 16; j < 16 * g + 32 && j < it->nrows; j++) {
+            for (int64_t o = 0; o < it->k * (int64_t)sizeof(fp16_t); o += 64) {
+                _mm_prefetch((const char *)(it->w + (size_t)j * it->w_stride) + o, _MM_HINT_T0);
+            }
+        }
         for (int64_t e0 = 0; e0 < it->k; e0 += 16) {
             __m512 r[16];
             PK_UNROLL
