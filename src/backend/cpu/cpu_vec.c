@@ -77,7 +77,9 @@ VEC_TARGET static void vec_table_f16_avx2(const fp16_t *table, const float *x, f
             _mm256_storeu_ps(y + i, vec_lookup(table, v));
         }
     }
-    cpu_vec_table_f16_scalar(table, x + i, y + i, n - i);
+    /* (only when there is a tail: a call into code without VEX encoding,
+     * with the upper halves of the ymm registers in use, stalls) */
+    if (i < n) cpu_vec_table_f16_scalar(table, x + i, y + i, n - i);
 }
 
 VEC_TARGET static double vec_soft_max_exp_avx2(const fp16_t *exp_table, const float *w, float *y, int64_t n) {
@@ -109,7 +111,7 @@ VEC_TARGET static double vec_soft_max_exp_avx2(const fp16_t *exp_table, const fl
     for (int64_t j = i; j < n; j++) {
         if (isnan(w[j] - max)) return vec_exp_scalar(exp_table, w, max, y, n);
     }
-    const double tail = vec_exp_scalar(exp_table, w + i, max, y + i, n - i);
+    const double tail = i < n ? vec_exp_scalar(exp_table, w + i, max, y + i, n - i) : 0.0;
     double s[4];
     _mm256_storeu_pd(s, _mm256_add_pd(s0, s1));
     return ((s[0] + s[1]) + (s[2] + s[3])) + tail;
