@@ -845,56 +845,87 @@ PK_FN void pk_f16_transpose_rows(const struct pk_f16_item *it, float *wt) {
     }
 }
 
-/* C columns (act, ks apart) against one transposed 16-row group; outputs to
- * dst + c ds, the first `rows` lanes. */
+/* C columns (act, ks apart) against G transposed 16-row groups (wt, k 16
+ * floats apart); outputs to dst + c ds, the first `rows` of the G 16 rows.
+ * Each activation broadcast feeds G groups and each row load C columns.
+ * The lanes l run 0, 4, 1, 5, 2, 6, 3, 7, so that t_m = x_m + x_{m+4} is
+ * complete after its pair and the sums (t0 + t1) + (t2 + t3) are formed as
+ * soon as their terms are: fewer registers live than the 4 t_m. */
 PK_FN void pk_f16_short_cols(const float *wt, int64_t k, const float *act, size_t ks, float *dst, size_t ds, int rows,
-                             const int C) {
-    __m512 t[2][4];
+                             const int G, const int C) {
+    __m512 pend[2][2], t01[2][2], t2[2][2];
     PK_UNROLL
-    for (int l = 0; l < 8; l++) {
-        __m512 p[2][4];
+    for (int li = 0; li < 8; li++) {
+        const int l = li % 2 ? li / 2 + 4 : li / 2;
+        __m512 p[2][2][4];
         PK_UNROLL
-        for (int c = 0; c < C; c++) {
+        for (int g = 0; g < G; g++) {
             PK_UNROLL
-            for (int i = 0; i < 4; i++) p[c][i] = _mm512_setzero_ps();
+            for (int c = 0; c < C; c++) {
+                PK_UNROLL
+                for (int i = 0; i < 4; i++) p[g][c][i] = _mm512_setzero_ps();
+            }
         }
         for (int64_t s = 0; s < k; s += 32) {
             PK_UNROLL
             for (int i = 0; i < 4; i++) {
                 const int64_t e = s + 8 * i + l;
-                const __m512 w = _mm512_load_ps(wt + e * 16);
+                __m512 w[2];
                 PK_UNROLL
-                for (int c = 0; c < C; c++) p[c][i] = _mm512_fmadd_ps(w, _mm512_set1_ps(act[c * ks + e]), p[c][i]);
+                for (int g = 0; g < G; g++) w[g] = _mm512_load_ps(wt + ((size_t)g * k + e) * 16);
+                PK_UNROLL
+                for (int c = 0; c < C; c++) {
+                    const __m512 y = _mm512_set1_ps(act[c * ks + e]);
+                    PK_UNROLL
+                    for (int g = 0; g < G; g++) p[g][c][i] = _mm512_fmadd_ps(w[g], y, p[g][c][i]);
+                }
             }
         }
         PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            const __m512 x = _mm512_add_ps(_mm512_add_ps(p[c][0], p[c][2]), _mm512_add_ps(p[c][1], p[c][3]));
-            t[c][l % 4] = l < 4 ? x : _mm512_add_ps(t[c][l % 4], x);
+        for (int g = 0; g < G; g++) {
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m512 x = _mm512_add_ps(_mm512_add_ps(p[g][c][0], p[g][c][2]), _mm512_add_ps(p[g][c][1], p[g][c][3]));
+                if (li % 2 == 0) {
+                    pend[g][c] = x;                                   /* x_m */
+                } else {
+                    const __m512 tm = _mm512_add_ps(pend[g][c], x);   /* t_m = x_m + x_{m+4} */
+                    if (l == 4) t01[g][c] = tm;
+                    else if (l == 5) t01[g][c] = _mm512_add_ps(t01[g][c], tm);
+                    else if (l == 6) t2[g][c] = tm;
+                    else t2[g][c] = _mm512_add_ps(t2[g][c], tm);
+                }
+            }
         }
     }
-    const __mmask16 m = (__mmask16)((1u << rows) - 1);
     PK_UNROLL
-    for (int c = 0; c < C; c++) {
-        _mm512_mask_storeu_ps(dst + c * ds, m, _mm512_add_ps(_mm512_add_ps(t[c][0], t[c][1]), _mm512_add_ps(t[c][2], t[c][3])));
+    for (int g = 0; g < G; g++) {
+        const int left = rows - 16 * g;
+        const __mmask16 m = (__mmask16)(left >= 16 ? 0xFFFF : (1u << left) - 1);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(dst + c * ds + 16 * g, m, _mm512_add_ps(t01[g][c], t2[g][c]));
     }
 }
 
-/* A short-k item: columns two at a time over every group (the transposed
- * rows, k x 64 floats at most, stay in L1). */
+/* A short-k item: columns two at a time over every pair of groups (the
+ * transposed rows, k x 64 floats at most, stay in L1). */
 PK_FN void pk_f16_short_item(const struct pk_f16_item *it) {
     const size_t ks = pk_f16_stride(it->k);
     float *wt = it->scratch;
     pk_f16_transpose_rows(it, wt);
     for (int c = 0; c < it->ncols; c += 2) {
-        for (int g = 0; 16 * g < it->nrows; g++) {
-            const int rows = it->nrows - 16 * g < 16 ? it->nrows - 16 * g : 16;
+        const bool two_cols = it->ncols - c >= 2;
+        for (int g = 0; 16 * g < it->nrows; g += 2) {
+            const int rows = it->nrows - 16 * g < 32 ? it->nrows - 16 * g : 32;
             const float *wg = wt + (size_t)g * it->k * 16;
+            const float *act = it->act + c * ks;
             float *dst = it->dst + (size_t)c * it->dst_stride + 16 * g;
-            if (it->ncols - c >= 2) {
-                pk_f16_short_cols(wg, it->k, it->act + c * ks, ks, dst, it->dst_stride, rows, 2);
+            if (rows > 16) {
+                if (two_cols) pk_f16_short_cols(wg, it->k, act, ks, dst, it->dst_stride, rows, 2, 2);
+                else pk_f16_short_cols(wg, it->k, act, ks, dst, it->dst_stride, rows, 2, 1);
             } else {
-                pk_f16_short_cols(wg, it->k, it->act + c * ks, ks, dst, it->dst_stride, rows, 1);
+                if (two_cols) pk_f16_short_cols(wg, it->k, act, ks, dst, it->dst_stride, rows, 1, 2);
+                else pk_f16_short_cols(wg, it->k, act, ks, dst, it->dst_stride, rows, 1, 1);
             }
         }
     }
@@ -915,11 +946,13 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
         pk_f16_short_item(it);
         return;
     }
-    /* the rows as floats once; then per tile column, k blocks over all row pairs
-     * (the column tile's accumulators and k block stay in L1) */
+    /* the rows as floats once, as far as any column needs them; then per tile
+     * column, k blocks over all row pairs (the column tile's accumulators and
+     * k block stay in L1) */
     float *wf = it->scratch, *acc = it->scratch + (size_t)it->nrows * ks;
+    const int64_t kmax = pk_f16_extent(it->act, ks, it->ncols, k);
     for (int r = 0; r < it->nrows; r++) {
-        for (int64_t e = 0; e < k; e += 16) _mm512_store_ps(wf + r * ks + e, pk_load_w(it->w, true, r * it->w_stride + e));
+        for (int64_t e = 0; e < kmax; e += 16) _mm512_store_ps(wf + r * ks + e, pk_load_w(it->w, true, r * it->w_stride + e));
     }
     for (int c = 0; c < it->ncols; c += PK_F16_TC) {
         const int C = it->ncols - c < PK_F16_TC ? it->ncols - c : PK_F16_TC;
