@@ -483,41 +483,45 @@ static uint8_t *pk_act_at(uint8_t *act, const struct pk_type *pt, int64_t nb, in
     return act + (size_t)((tile * nb + i) * pt->max_cols + slot) * pk_act_record(pt->act);
 }
 
-/* One column as Q8_0 records (the trait table's Q8_0 activation quantizer). */
-static void pk_act_q8(const float *x, int64_t k, int bias, block_q8_0 *tmp, uint8_t *act, const struct pk_type *pt,
-                      int64_t col) {
-    type_traits_get(GGML_TYPE_Q8_0)->from_float(x, tmp, k);
-    for (int64_t i = 0; i < k / 32; i++) {
+/* Blocks [b0, b1) of one column as Q8_0 records (the trait table's Q8_0
+ * activation quantizer; a block's record depends on its elements only). */
+static void pk_act_q8(const float *x, int64_t k, int64_t b0, int64_t b1, int bias, block_q8_0 *tmp, uint8_t *act,
+                      const struct pk_type *pt, int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_0)->from_float(x + 32 * b0, tmp, 32 * (b1 - b0));
+    for (int64_t i = b0; i < b1; i++) {
+        const block_q8_0 *b = &tmp[i - b0];
         struct pk_act_q8 *a = (struct pk_act_q8 *)pk_act_at(act, pt, k / 32, col, i);
         memset(a, 0, sizeof *a);
-        memcpy(a->qs, tmp[i].qs, 32);
+        memcpy(a->qs, b->qs, 32);
         for (int l = 0; l < 8; l++) {
-            const int8_t *q = tmp[i].qs + 4 * l;
+            const int8_t *q = b->qs + 4 * l;
             a->corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
         }
-        a->d = fp16_to_fp32(tmp[i].d);
+        a->d = fp16_to_fp32(b->d);
     }
 }
 
 /* The same for the fast kernels: one correction per block. */
-static void pk_act_q8f(const float *x, int64_t k, int bias, block_q8_0 *tmp, uint8_t *act, const struct pk_type *pt,
-                       int64_t col) {
-    type_traits_get(GGML_TYPE_Q8_0)->from_float(x, tmp, k);
-    for (int64_t i = 0; i < k / 32; i++) {
+static void pk_act_q8f(const float *x, int64_t k, int64_t b0, int64_t b1, int bias, block_q8_0 *tmp, uint8_t *act,
+                       const struct pk_type *pt, int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_0)->from_float(x + 32 * b0, tmp, 32 * (b1 - b0));
+    for (int64_t i = b0; i < b1; i++) {
+        const block_q8_0 *b = &tmp[i - b0];
         struct pk_act_q8f *a = (struct pk_act_q8f *)pk_act_at(act, pt, k / 32, col, i);
         int32_t sum = 0;
-        for (int l = 0; l < 32; l++) sum += tmp[i].qs[l];
-        memcpy(a->qs, tmp[i].qs, 32);
+        for (int l = 0; l < 32; l++) sum += b->qs[l];
+        memcpy(a->qs, b->qs, 32);
         a->corr = -bias * sum;
-        a->d = fp16_to_fp32(tmp[i].d);
+        a->d = fp16_to_fp32(b->d);
     }
 }
 
-/* One column as Q8_K records (the trait table's Q8_K quantizer). */
-static void pk_act_q8k(const float *x, int64_t k, block_q8_K *tmp, uint8_t *act, const struct pk_type *pt, int64_t col) {
-    type_traits_get(GGML_TYPE_Q8_K)->from_float(x, tmp, k);
-    for (int64_t i = 0; i < k / 256; i++) {
-        const block_q8_K *b = &tmp[i];
+/* Blocks [b0, b1) of one column as Q8_K records (the trait table's Q8_K quantizer). */
+static void pk_act_q8k(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
+                       const struct pk_type *pt, int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
+    for (int64_t i = b0; i < b1; i++) {
+        const block_q8_K *b = &tmp[i - b0];
         struct pk_act_q8k *a = (struct pk_act_q8k *)pk_act_at(act, pt, k / 256, col, i);
         memset(a, 0, sizeof *a);
         memcpy(a->qs, b->qs, sizeof a->qs);
@@ -535,17 +539,18 @@ static void pk_act_q8k(const float *x, int64_t k, block_q8_K *tmp, uint8_t *act,
 }
 
 /* The same for the fast Q6_K kernel: the half sub-blocks' corrections. */
-static void pk_act_q8k6f(const float *x, int64_t k, block_q8_K *tmp, uint8_t *act, const struct pk_type *pt,
-                         int64_t col) {
-    type_traits_get(GGML_TYPE_Q8_K)->from_float(x, tmp, k);
-    for (int64_t i = 0; i < k / 256; i++) {
+static void pk_act_q8k6f(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
+                         const struct pk_type *pt, int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
+    for (int64_t i = b0; i < b1; i++) {
+        const block_q8_K *b = &tmp[i - b0];
         struct pk_act_q8k6f *a = (struct pk_act_q8k6f *)pk_act_at(act, pt, k / 256, col, i);
         memset(a, 0, sizeof *a);
-        memcpy(a->qs, tmp[i].qs, sizeof a->qs);
-        a->d = tmp[i].d;
+        memcpy(a->qs, b->qs, sizeof a->qs);
+        a->d = b->d;
         for (int h = 0; h < 32; h++) {
             int32_t sum = 0;
-            for (int e = 0; e < 8; e++) sum += tmp[i].qs[8 * h + e];
+            for (int e = 0; e < 8; e++) sum += b->qs[8 * h + e];
             a->corr[h] = -32 * sum - 1;
         }
     }
@@ -556,28 +561,39 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
     const int64_t k = x->ne[0];
     void *scratch = pk_thread_scratch(task, dst);
     uint8_t *act = (uint8_t *)task->wdata;
-    int64_t r0, r1;
-    cpu_task_rows(task, tensor_nrows(x), &r0, &r1);
+    const int64_t nrows = tensor_nrows(x);
+    const struct pk_type *pt = w->type == GGML_TYPE_F16 ? NULL : pk_type_get(w->type);
+    const int64_t blk = pt ? pt->blck : 16, nb = k / blk; /* F16: elements in 16s */
+    /* rows shared out; one row (generation) has its blocks shared out
+     * instead, so that no thread waits while another quantizes all of it */
+    int64_t r0 = 0, r1 = 1, b0 = 0, b1 = nb;
+    if (nrows == 1) {
+        b0 = nb * task->ith / task->nth;
+        b1 = nb * (task->ith + 1) / task->nth;
+        if (b0 == b1) return;
+    } else {
+        cpu_task_rows(task, nrows, &r0, &r1);
+    }
     for (int64_t r = r0; r < r1; r++) {
         int64_t i1, i2, i3;
         cpu_row_index(x, r, &i1, &i2, &i3);
         const float *src = cpu_elem(x, 0, i1, i2, i3);
-        if (w->type == GGML_TYPE_F16) {
+        if (!pt) {
             /* the reference rounds the activations to F16 */
-            type_traits_get(GGML_TYPE_F16)->from_float(src, scratch, k);
-            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + r * pk_f16_stride(k), k);
+            const int64_t e0 = blk * b0, n = blk * (b1 - b0);
+            type_traits_get(GGML_TYPE_F16)->from_float(src + e0, scratch, n);
+            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + r * pk_f16_stride(k) + e0, n);
             continue;
         }
-        const struct pk_type *pt = pk_type_get(w->type);
         const int bias = w->type == GGML_TYPE_Q4_0 ? 8 : 128;
         if (pt->act == PK_ACT_Q8) {
-            pk_act_q8(src, k, bias, scratch, act, pt, r);
+            pk_act_q8(src, k, b0, b1, bias, scratch, act, pt, r);
         } else if (pt->act == PK_ACT_Q8F) {
-            pk_act_q8f(src, k, bias, scratch, act, pt, r);
+            pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, r);
         } else if (pt->act == PK_ACT_Q8K6F) {
-            pk_act_q8k6f(src, k, scratch, act, pt, r);
+            pk_act_q8k6f(src, k, b0, b1, scratch, act, pt, r);
         } else {
-            pk_act_q8k(src, k, scratch, act, pt, r);
+            pk_act_q8k(src, k, b0, b1, scratch, act, pt, r);
         }
     }
 }
