@@ -71,13 +71,15 @@ static struct attn_shape attn_shape_of(const struct tensor *dst) {
 
 /* Work memory: the mask table ([first, end) per key block and column block),
  * then per thread: queries, scores, the soft_max row, halves for rounding
- * (reference: the probabilities as halves) and the packed kernels' scratch. */
+ * (reference: the probabilities as halves), the packed kernels' scratch and
+ * the columns' key extents (attn_extent). */
 struct attn_scratch {
     void *queries;    /* floats (packed) or halves */
     float *scores;
     float *row;
     uint16_t *halves;
     float *kernel;
+    int64_t *extent;
 };
 
 static size_t attn_pad(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
@@ -98,14 +100,16 @@ static size_t attn_thread_bytes(const struct attn_shape *s, struct attn_scratch 
         const size_t a = cpu_packed_f16_scratch_floats(s->d_k), b = cpu_packed_f16_scratch_floats(s->n_kv);
         kernel = attn_pad((a > b ? a : b) * sizeof(float));
     }
+    const size_t extent = attn_pad(cols * sizeof(int64_t));
     if (layout) {
         layout->queries = base;
         layout->scores = (float *)(base + q);
         layout->row = (float *)(base + q + sc);
         layout->halves = (uint16_t *)(base + q + sc + row);
         layout->kernel = (float *)(base + q + sc + row + halves);
+        layout->extent = (int64_t *)(base + q + sc + row + halves + kernel);
     }
-    return q + sc + row + halves + kernel;
+    return q + sc + row + halves + kernel + extent;
 }
 
 static size_t cpu_attention_work(const struct tensor *dst, int n_threads) {
@@ -145,6 +149,21 @@ static struct attn_cols attn_cols_of(const struct attn_shape *s, int64_t item) {
     return (struct attn_cols){ item / s->col_blocks, 0, t0, 1, s->n_tok - t0 < s->tok_cols ? s->n_tok - t0 : s->tok_cols, cb };
 }
 
+/* The keys column c of an item needs: up to the end of the last key block
+ * the mask leaves open for it. Past it every key is masked, so its scores
+ * are not needed and its probabilities are 0; a soft_max over the keys
+ * before it is the whole row's, bit for bit (the masked keys change
+ * neither the max nor the sum). A column with no open block takes all
+ * n_kv keys (b1892's result for a row masked throughout). */
+static int64_t attn_extent(const struct attn_shape *s, const int *table, const struct attn_cols *ac, int64_t c) {
+    const int64_t col = s->grouped ? 0 : c; /* its column in the table's column block */
+    for (int64_t rb = s->row_blocks - 1; rb >= 0; rb--) {
+        const int *e = &table[2 * (ac->cb * s->row_blocks + rb)];
+        if (col >= e[0] && col < e[1]) return (rb + 1) * ATTN_KV_ROWS < s->n_kv ? (rb + 1) * ATTN_KV_ROWS : s->n_kv;
+    }
+    return s->n_kv;
+}
+
 /* One work item (attn_cols_of). */
 static void attn_item(const struct tensor *dst, const struct attn_shape *s, const int *table,
                       const struct attn_scratch *w, const struct attn_cols *ac) {
@@ -166,7 +185,9 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
         }
     }
 
-    /* scores: column c at w->scores + c s_stride, key j at [j] */
+    for (int64_t c = 0; c < nc; c++) w->extent[c] = attn_extent(s, table, ac, c);
+
+    /* scores: column c at w->scores + c s_stride, key j at [j] (up to its extent) */
     for (int64_t rb = 0; rb < s->row_blocks; rb++) {
         const int64_t row0 = rb * ATTN_KV_ROWS;
         const int64_t nr = s->n_kv - row0 < ATTN_KV_ROWS ? s->n_kv - row0 : ATTN_KV_ROWS;
@@ -176,7 +197,9 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
             end = (int)nc;
         }
         for (int64_t c = 0; c < nc; c++) {
-            if (c < first || c >= end) memset(w->scores + c * s->s_stride + row0, 0, (size_t)nr * sizeof(float));
+            if ((c < first || c >= end) && row0 < w->extent[c]) {
+                memset(w->scores + c * s->s_stride + row0, 0, (size_t)nr * sizeof(float));
+            }
         }
         if (first == end) continue;
         const char *rows = keys + row0 * k->nb[1];
@@ -189,7 +212,7 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
         }
         if (s->packed) {
             cpu_packed_f16_product((const uint16_t *)rows, k->nb[1] / sizeof(uint16_t), nr,
-                                   queries + first * s->q_stride, end - first, s->d_k, w->kernel,
+                                   queries + first * s->q_stride, s->q_stride, end - first, s->d_k, w->kernel,
                                    w->scores + first * s->s_stride + row0, s->s_stride);
             continue;
         }
@@ -200,22 +223,30 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
         }
     }
 
-    /* probabilities, rounded to F16 as the values' product takes them */
+    /* probabilities, rounded to F16 as the values' product takes them; zeros
+     * past a column's extent (as far as the values' product reads: the
+     * longest extent, or all n_kv halves for the reference dot) */
+    int64_t k_values = 0;
+    for (int64_t c = 0; c < nc; c++) k_values = w->extent[c] > k_values ? w->extent[c] : k_values;
     for (int64_t c = 0; c < nc; c++) {
         float *p = w->scores + c * s->s_stride;
-        cpu_soft_max_row(p, cpu_elem(mask, 0, ac->t0 + c * ac->dt, 0, 0), scale, w->row, p, s->n_kv);
+        const int64_t e = w->extent[c];
+        cpu_soft_max_row(p, cpu_elem(mask, 0, ac->t0 + c * ac->dt, 0, 0), scale, w->row, p, e);
         if (s->packed) {
-            attn_round_f16(p, w->halves, s->n_kv);
+            attn_round_f16(p, w->halves, e);
+            memset(p + e, 0, (size_t)(k_values - e) * sizeof(float));
         } else {
-            cpu_row_from_float(GGML_TYPE_F16, p, w->halves + c * s->n_kv, s->n_kv);
+            cpu_row_from_float(GGML_TYPE_F16, p, w->halves + c * s->n_kv, e);
+            memset(w->halves + c * s->n_kv + e, 0, (size_t)(s->n_kv - e) * sizeof(uint16_t));
         }
     }
 
     float *out = cpu_elem(dst, 0, ac->t0, ac->h0, 0);
     const size_t out_stride = (ac->dh ? dst->nb[2] : dst->nb[1]) / sizeof(float);
     if (s->packed) {
-        cpu_packed_f16_product((const uint16_t *)values, v->nb[1] / sizeof(uint16_t), s->d_v, w->scores, nc, s->n_kv,
-                               w->kernel, out, out_stride);
+        /* k_values is a multiple of 32: the key blocks' ends are, and n_kv is here */
+        cpu_packed_f16_product((const uint16_t *)values, v->nb[1] / sizeof(uint16_t), s->d_v, w->scores, s->s_stride,
+                               nc, k_values, w->kernel, out, out_stride);
         return;
     }
     for (int64_t c = 0; c < nc; c++) {

@@ -709,6 +709,7 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
                 .w = cpu_elem(w, 0, row0, i12 / r2, i13 / r3), .w_stride = w->nb[1] / sizeof(fp16_t),
                 .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
                 .act = (const float *)task->wdata + (size_t)(slice * ncols + col0) * pk_f16_stride(k),
+                .act_stride = pk_f16_stride(k),
                 .ncols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK),
                 .k = k, .scratch = scratch, .dst = cpu_elem(dst, row0, col0, i12, i13),
                 .dst_stride = (size_t)dst->ne[0],
@@ -730,10 +731,18 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
 
 bool cpu_packed_f16_available(int64_t k) { return pk_kernels() && k % 32 == 0; }
 size_t cpu_packed_f16_col_stride(int64_t k) { return pk_f16_stride(k); }
-size_t cpu_packed_f16_scratch_floats(int64_t k) { return pk_f16_scratch_floats(k); }
+size_t cpu_packed_f16_scratch_floats(int64_t k) {
+    /* not monotonic in k: a shorter k takes more rows per item */
+    size_t most = 0;
+    for (int64_t kk = 32; kk <= k; kk += 32) {
+        const size_t n = pk_f16_scratch_floats(kk);
+        most = n > most ? n : most;
+    }
+    return most;
+}
 
-void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, const float *act, int64_t ncols,
-                            int64_t k, float *scratch, float *dst, size_t dst_stride) {
+void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, const float *act, size_t act_stride,
+                            int64_t ncols, int64_t k, float *scratch, float *dst, size_t dst_stride) {
     const pk_f16_item_fn kernel = pk_kernels()->f16;
     const int64_t rows_per_item = ncols < PK_F16_MIN_COLS ? 16 : pk_f16_rows(k);
     for (int64_t col0 = 0; col0 < ncols; col0 += PK_F16_COL_BLOCK) {
@@ -741,7 +750,7 @@ void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, c
             const struct pk_f16_item it = {
                 .w = w + row0 * w_stride, .w_stride = w_stride,
                 .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
-                .act = act + col0 * pk_f16_stride(k),
+                .act = act + col0 * act_stride, .act_stride = act_stride,
                 .ncols = (int)(ncols - col0 < PK_F16_COL_BLOCK ? ncols - col0 : PK_F16_COL_BLOCK),
                 .k = k, .scratch = scratch, .dst = dst + col0 * dst_stride + row0, .dst_stride = dst_stride,
             };

@@ -102,16 +102,18 @@ bool cpu_packed_current(const struct tensor *w);
 
 /* F16 products outside mul_mat (op_attention's scores and values): whether
  * this CPU has the kernels for rows of k halves (32 | k); the floats between
- * consecutive columns and the scratch floats a call needs. */
+ * consecutive columns; the scratch floats a call needs for any k' <= k. */
 bool cpu_packed_f16_available(int64_t k);
 size_t cpu_packed_f16_col_stride(int64_t k);
 size_t cpu_packed_f16_scratch_floats(int64_t k);
 /* dst[c dst_stride + r] = b1892's F16 dot of row r (k halves at w + r
  * w_stride) and column c (k floats already rounded to F16, at act + c
- * cpu_packed_f16_col_stride(k)), for r < nrows, c < ncols: the bits of the
- * reference vec_dot. scratch: cpu_packed_f16_scratch_floats(k), 64-byte aligned. */
-void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, const float *act, int64_t ncols,
-                            int64_t k, float *scratch, float *dst, size_t dst_stride);
+ * act_stride: cpu_packed_f16_col_stride(k) is the best stride; a longer one
+ * serves for the first k elements of longer columns), for r < nrows, c <
+ * ncols: the bits of the reference vec_dot. scratch:
+ * cpu_packed_f16_scratch_floats(k or more), 64-byte aligned. */
+void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, const float *act, size_t act_stride,
+                            int64_t ncols, int64_t k, float *scratch, float *dst, size_t dst_stride);
 
 /* mul_mat on this path: dst = w x x with w packed (or F16 with 32 | K), x
  * F32 rows, dst F32. cpu_matmul.c asks cpu_fast_mul_mat_applies() and hands

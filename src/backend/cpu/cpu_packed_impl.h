@@ -178,7 +178,8 @@ struct pk_f16_item {
     const uint16_t *w;      /* first row (halves) */
     size_t w_stride;           /* halves per row */
     int nrows;                 /* 1..pk_f16_rows(k) */
-    const float *act;          /* first column (floats, pk_f16_stride(k) apart) */
+    const float *act;          /* first column (floats) */
+    size_t act_stride;         /* floats between columns (pk_f16_stride(k) in mul_mat) */
     int ncols;                 /* 1..PK_F16_COL_BLOCK */
     int64_t k;                 /* multiple of 32 */
     float *scratch;            /* pk_f16_scratch_floats(k), 64-byte aligned */

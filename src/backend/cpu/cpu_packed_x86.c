@@ -910,7 +910,7 @@ PK_FN void pk_f16_short_cols(const float *wt, int64_t k, const float *act, size_
 /* A short-k item: columns two at a time over every pair of groups (the
  * transposed rows, k x 64 floats at most, stay in L1). */
 PK_FN void pk_f16_short_item(const struct pk_f16_item *it) {
-    const size_t ks = pk_f16_stride(it->k);
+    const size_t ks = it->act_stride;
     float *wt = it->scratch;
     pk_f16_transpose_rows(it, wt);
     for (int c = 0; c < it->ncols; c += 2) {
@@ -933,7 +933,7 @@ PK_FN void pk_f16_short_item(const struct pk_f16_item *it) {
 
 PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
     const int64_t k = it->k;
-    const size_t ks = pk_f16_stride(k);
+    const size_t ks = it->act_stride, ws = pk_f16_stride(k); /* columns; converted rows */
     if (it->ncols < PK_F16_MIN_COLS) {  /* matrix-vector: halves in place, one pass */
         for (int r = 0; r < it->nrows; r += PK_F16_TR) {
             const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
@@ -949,10 +949,10 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
     /* the rows as floats once, as far as any column needs them; then per tile
      * column, k blocks over all row pairs (the column tile's accumulators and
      * k block stay in L1) */
-    float *wf = it->scratch, *acc = it->scratch + (size_t)it->nrows * ks;
+    float *wf = it->scratch, *acc = it->scratch + (size_t)it->nrows * ws;
     const int64_t kmax = pk_f16_extent(it->act, ks, it->ncols, k);
     for (int r = 0; r < it->nrows; r++) {
-        for (int64_t e = 0; e < kmax; e += 16) _mm512_store_ps(wf + r * ks + e, pk_load_w(it->w, true, r * it->w_stride + e));
+        for (int64_t e = 0; e < kmax; e += 16) _mm512_store_ps(wf + r * ws + e, pk_load_w(it->w, true, r * it->w_stride + e));
     }
     for (int c = 0; c < it->ncols; c += PK_F16_TC) {
         const int C = it->ncols - c < PK_F16_TC ? it->ncols - c : PK_F16_TC;
@@ -961,7 +961,7 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
             const int64_t n = kc - k0 < PK_F16_KB ? kc - k0 : PK_F16_KB;
             for (int r = 0; r < it->nrows; r += PK_F16_TR) {
                 const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
-                pk_f16_tile_any(wf + r * ks + k0, false, ks, it->act + c * ks + k0, ks, n,
+                pk_f16_tile_any(wf + r * ws + k0, false, ws, it->act + c * ks + k0, ks, n,
                                 acc + r * PK_F16_TC * 32, k0 == 0, k0 + n == kc, it->dst + c * it->dst_stride + r,
                                 it->dst_stride, R, C);
             }
