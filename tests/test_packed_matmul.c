@@ -7,7 +7,9 @@
  * scales. Shapes cover
  * partial row groups and column tiles, one column (generation) and many
  * (prompts), 1-3 threads, F16 weights with broadcast slices and strided rows,
- * and a weight whose packed copy went stale (its data pointer changed).
+ * products of one x one after another in a graph (which share its
+ * quantization when their weights have the same type), and a weight whose
+ * packed copy went stale (its data pointer changed).
  * Under LLAMAC_SIMD=scalar nothing is packed and the same comparisons check
  * the reference path.
  */
@@ -197,6 +199,52 @@ static void check_zero_tails(struct cpu_threadpool *pool) {
     tensor_ctx_free(ctx);
 }
 
+/* Products of one x one after another, as Q, K, V and gate, up follow one
+ * another in a model graph: a product whose predecessor's weights have the
+ * same type takes the activations it left; one whose weights differ in type
+ * (other records) or whose x differs must convert its own. */
+static void check_shared_x(struct cpu_threadpool *pool) {
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q8_0,
+                                            GGML_TYPE_F16,  GGML_TYPE_F16,  GGML_TYPE_F16 };
+    enum { N = sizeof types / sizeof types[0] };
+    for (int64_t m = 1; m <= 13; m += 12) {
+        struct tensor_ctx *ctx = tensor_ctx_new(64, 16 << 20);
+        struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 256, m), *x2 = tensor_new_2d(ctx, GGML_TYPE_F32, 256, m);
+        for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+        for (int64_t i = 0; i < tensor_nelements(x2); i++) ((float *)x2->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+        struct tensor *w[N], *out[N];
+        struct graph *g = graph_new(ctx, 32);
+        for (int i = 0; i < N; i++) {
+            w[i] = tensor_new_2d(ctx, types[i], 256, 40);
+            fill_weight(w[i], i % 2 == 1);
+            CHECK(cpu_repack_weight(w[i]));
+            out[i] = op_mul_mat(ctx, w[i], i == N - 1 ? x2 : x); /* the last: another x */
+            CHECK(graph_build_forward(g, out[i]));
+        }
+        CHECK(g->n_nodes == N);
+        int bad = 0;
+        for (int nt = 1; nt <= 3; nt++) {
+            for (int i = 0; i < N; i++) memset(out[i]->data, 0xff, tensor_nbytes(out[i]));
+            CHECK(cpu_graph_compute(pool, g, nt, NULL, NULL));
+            for (int i = 0; i < N; i++) {
+                for (int64_t c = 0; c < m; c++) {
+                    for (int64_t r = 0; r < 40; r++) {
+                        const float got = ((const float *)out[i]->data)[c * 40 + r];
+                        const float want = reference(w[i], i == N - 1 ? x2 : x, r, c, 0, 0);
+                        if (memcmp(&got, &want, sizeof got) != 0 && bad++ < 3) {
+                            fprintf(stderr, "shared x: product %d (%s), %lld columns, %d threads [%lld %lld]: %.9g, reference %.9g\n",
+                                    i, type_name(types[i]), (long long)m, nt, (long long)r, (long long)c, got, want);
+                        }
+                    }
+                }
+            }
+        }
+        CHECK_MSG(bad == 0, "shared x: %d outputs differ from the reference", bad);
+        for (int i = 0; i < N; i++) cpu_repack_release(w[i]);
+        tensor_ctx_free(ctx);
+    }
+}
+
 /* A packed weight whose data moved (LoRA copies it) must not use the stale copy. */
 static void check_stale(struct cpu_threadpool *pool) {
     if (!cpu_packed_type(GGML_TYPE_Q4_0)) return;
@@ -232,6 +280,7 @@ int main(void) {
     check_masked(pool, 600, 530); /* two column blocks */
     check_masked(pool, 90, 2);    /* matrix-vector: 16-row units */
     check_zero_tails(pool);
+    check_shared_x(pool);
     check_stale(pool);
     cpu_threadpool_free(pool);
     return test_finish("test_packed_matmul");

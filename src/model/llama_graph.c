@@ -20,11 +20,13 @@ static struct tensor *build_linear(struct tensor_ctx *ctx, struct tensor *w, str
     return bias ? op_add(ctx, y, bias) : y;
 }
 
-/* SwiGLU: down(silu(gate(x)) * up(x)). */
-static struct tensor *build_ffn(struct tensor_ctx *ctx, const struct llama_layer *l, struct tensor *x) {
-    struct tensor *up = op_mul_mat(ctx, l->ffn_up, x);
-    struct tensor *gate = op_silu(ctx, op_mul_mat(ctx, l->ffn_gate, x));
-    return op_mul_mat(ctx, l->ffn_down, op_mul(ctx, gate, up));
+/* SwiGLU: down(silu(gate(x)) * up(x)). The two products of x go into the
+ * graph one after the other, so that the CPU backend quantizes x once for
+ * both (NULL when the graph is full). */
+static struct tensor *build_ffn(struct tensor_ctx *ctx, struct graph *gf, const struct llama_layer *l, struct tensor *x) {
+    struct tensor *up = op_mul_mat(ctx, l->ffn_up, x), *gate = op_mul_mat(ctx, l->ffn_gate, x);
+    if (!graph_build_forward(gf, gate) || !graph_build_forward(gf, up)) return NULL;
+    return op_mul_mat(ctx, l->ffn_down, op_mul(ctx, op_silu(ctx, gate), up));
 }
 
 /* Mixtral-style experts as b1892: softmax over the router, the top n_expert_used
@@ -89,6 +91,8 @@ bool llm_build_llama(struct tensor_ctx *ctx, const struct llama_model *model, co
         struct tensor *q = build_linear(ctx, l->wq, l->bq, cur);
         struct tensor *k = build_linear(ctx, l->wk, l->bk, cur);
         struct tensor *v = build_linear(ctx, l->wv, l->bv, cur);
+        /* consecutive in the graph: the CPU backend quantizes cur once for the three */
+        if (!graph_build_forward(gf, q) || !graph_build_forward(gf, k) || !graph_build_forward(gf, v)) return false;
         q = op_rope(ctx, tensor_reshape_3d(ctx, q, head_k, n_head, n_tokens), out->inp_pos, (int)hp->n_rot,
                     ROPE_MODE_NORMAL, 0, (int)cp->n_orig_ctx, cp->rope_freq_base, cp->rope_freq_scale,
                     cp->yarn_ext_factor, cp->yarn_attn_factor, cp->yarn_beta_fast, cp->yarn_beta_slow);
@@ -129,7 +133,8 @@ bool llm_build_llama(struct tensor_ctx *ctx, const struct llama_model *model, co
 
         struct tensor *ffn_inp = op_add(ctx, cur, inpSA);
         cur = build_norm(ctx, ffn_inp, l->ffn_norm, eps);
-        cur = hp->n_expert == 0 ? build_ffn(ctx, l, cur) : build_moe(ctx, hp, l, cur, n_tokens);
+        cur = hp->n_expert == 0 ? build_ffn(ctx, gf, l, cur) : build_moe(ctx, hp, l, cur, n_tokens);
+        if (!cur) return false;
         inpL = op_add(ctx, cur, ffn_inp);
     }
 

@@ -151,6 +151,7 @@ static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
     for (int i = 0; i < g->n_nodes; i++) {
         struct tensor *node = g->nodes[i];
         if (cpu_op_is_view(node->op)) continue;
+        task.prev = step > 0 ? g->nodes[task.node] : NULL;
         task.node = i;
         if (ith == 0) {
             for (int ph = 0; ph < 3; ph++) atomic_store_explicit(&pool->chunk_next[(step + 1) & 1][ph], 0, memory_order_relaxed);

@@ -29,6 +29,7 @@ struct cpu_task {
     atomic_int *error;         /* set to a nonzero code when the data is bad (see cpu_kernel_fail) */
     atomic_int *stop_after;    /* index of the node after which all threads stop */
     int node;                  /* index of the node being computed */
+    const struct tensor *prev; /* the node computed before it (NULL for the first) */
     atomic_int *chunk_next;    /* this node and phase's work counter, 0 when the phase starts */
 };
 

@@ -759,9 +759,18 @@ void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, c
     }
 }
 
+/* Whether the previous node left this product's activations in the work
+ * memory: a product on this path of the same x with weights of the same
+ * type (the same records, corrections included) and no mask. Q, K and V,
+ * and an FFN's gate and up, follow one another in the graph (llama_graph.c). */
+static bool pk_act_ready(const struct tensor *prev, const struct tensor *dst) {
+    return prev && prev->op == OP_MUL_MAT && dst->op == OP_MUL_MAT && !prev->src[2] && !dst->src[2] &&
+           prev->src[1] == dst->src[1] && prev->src[0]->type == dst->src[0]->type && pk_kind_of(prev) != PK_NONE;
+}
+
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     if (task->phase == CPU_PHASE_INIT) {
-        pk_convert_x(task, dst);
+        if (!pk_act_ready(task->prev, dst)) pk_convert_x(task, dst);
         if (pk_mask_table_bytes(dst)) pk_mask_scan(task, dst);
     } else if (dst->src[0]->type == GGML_TYPE_F16) {
         pk_f16_compute(task, dst);
