@@ -2,7 +2,8 @@
  * The SIMD row helpers of the element-wise kernels (backend/cpu/cpu_vec.h)
  * against their scalar definitions, bit for bit: the F16 table lookups
  * (silu, gelu, gelu_quick), softmax's exponentials and sum, and whole
- * softmax rows (scale, mask, normalization), on random
+ * softmax rows (scale, mask, normalization, with and without the rounding
+ * to F16), on random
  * rows at several magnitudes, every length up to 40 and long rows, with
  * -inf (masked positions), +inf, NaNs with payloads, signed zeros and
  * values that round to F16 infinities.
@@ -101,10 +102,15 @@ int main(void) {
         for (int kind = 0; kind < 4; kind++) {
             fill_row(x, n, kind);
             for (int64_t i = 0; i < n; i++) mask[i] = i % 3 == 1 || i > n / 2 + 3 ? -INFINITY : 0.25f * (float)(i % 4);
-            for (int masked = 0; masked < 2; masked++) {
-                cpu_vec_soft_max_row_scalar(cpu_table_data(CPU_TABLE_EXP), x, masked ? mask : NULL, 0.125f, w, want, n);
-                row_simd(cpu_table_data(CPU_TABLE_EXP), x, masked ? mask : NULL, 0.125f, w, got, n);
+            for (int variant = 0; variant < 4; variant++) {
+                const bool masked = variant & 1, round = variant & 2;
+                cpu_vec_soft_max_row_scalar(cpu_table_data(CPU_TABLE_EXP), x, masked ? mask : NULL, 0.125f, w, want, n,
+                                            round);
+                row_simd(cpu_table_data(CPU_TABLE_EXP), x, masked ? mask : NULL, 0.125f, w, got, n, round);
                 bad_row += !same_floats_or_nans(want, got, n);
+                if (round) {
+                    for (int64_t i = 0; i < n; i++) bad_row += !isnan(got[i]) && fp16_round(got[i]) != got[i];
+                }
             }
         }
     }

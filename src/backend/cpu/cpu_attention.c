@@ -231,9 +231,8 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
     for (int64_t c = 0; c < nc; c++) {
         float *p = w->scores + c * s->s_stride;
         const int64_t e = w->extent[c];
-        cpu_soft_max_row(p, cpu_elem(mask, 0, ac->t0 + c * ac->dt, 0, 0), scale, w->row, p, e);
+        cpu_soft_max_row(p, cpu_elem(mask, 0, ac->t0 + c * ac->dt, 0, 0), scale, w->row, p, e, s->packed);
         if (s->packed) {
-            attn_round_f16(p, w->halves, e);
             memset(p + e, 0, (size_t)(k_values - e) * sizeof(float));
         } else {
             cpu_row_from_float(GGML_TYPE_F16, p, w->halves + c * s->n_kv, e);

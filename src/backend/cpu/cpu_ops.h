@@ -149,8 +149,9 @@ float cpu_table_gelu_quick(float x);
 
 /* b1892's soft_max of one row of nc (ggml_compute_forward_soft_max_f32): w =
  * s * scale (+ the mask row m, when not NULL) in wp, then dp = its
- * exponentials over their sum (the F16 exp table; cpu_vec.h). dp may be s. */
-void cpu_soft_max_row(const float *s, const float *m, float scale, float *wp, float *dp, int64_t nc);
+ * exponentials over their sum (the F16 exp table; cpu_vec.h), with round_f16
+ * rounded to F16 values. dp may be s. */
+void cpu_soft_max_row(const float *s, const float *m, float scale, float *wp, float *dp, int64_t nc, bool round_f16);
 
 /* For masked products (op_mul_mat_masked, op_attention): the first and one
  * past the last of columns [col0, col0 + ncols) whose mask row (mask rows

@@ -125,8 +125,8 @@ const struct cpu_op_desc cpu_desc_rms_norm_back = {
  * max; each exp(w - max) is a lookup in the F16 exp table of (w - max) rounded
  * to F16 (-inf gives 0); the sum of those in double; then every value is
  * multiplied by the float of 1/sum. a and dst are contiguous (op_soft_max). */
-void cpu_soft_max_row(const float *sp, const float *mp, float scale, float *wp, float *dp, int64_t nc) {
-    cpu_vec_soft_max_row(cpu_table_data(CPU_TABLE_EXP), sp, mp, scale, wp, dp, nc);
+void cpu_soft_max_row(const float *sp, const float *mp, float scale, float *wp, float *dp, int64_t nc, bool round_f16) {
+    cpu_vec_soft_max_row(cpu_table_data(CPU_TABLE_EXP), sp, mp, scale, wp, dp, nc, round_f16);
 }
 
 static void cpu_soft_max(const struct cpu_task *task, struct tensor *dst) {
@@ -139,7 +139,7 @@ static void cpu_soft_max(const struct cpu_task *task, struct tensor *dst) {
     for (int64_t r = r0; r < r1; r++) {
         const float *sp = (const float *)((const char *)a->data + r * a->nb[1]);
         const float *mp = mask ? (const float *)((const char *)mask->data + (r % mask->ne[1]) * mask->nb[1]) : NULL;
-        cpu_soft_max_row(sp, mp, scale, wp, (float *)((char *)dst->data + r * dst->nb[1]), nc);
+        cpu_soft_max_row(sp, mp, scale, wp, (float *)((char *)dst->data + r * dst->nb[1]), nc, false);
     }
 }
 

@@ -42,13 +42,13 @@ double cpu_vec_soft_max_exp_scalar(const fp16_t *exp_table, const float *w, floa
 }
 
 void cpu_vec_soft_max_row_scalar(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w,
-                                 float *y, int64_t n) {
+                                 float *y, int64_t n, bool round_f16) {
     for (int64_t i = 0; i < n; i++) w[i] = s[i] * scale;
     if (m) {
         for (int64_t i = 0; i < n; i++) w[i] += m[i];
     }
     const float inv = (float)(1.0 / cpu_vec_soft_max_exp_scalar(exp_table, w, y, n));
-    for (int64_t i = 0; i < n; i++) y[i] *= inv;
+    for (int64_t i = 0; i < n; i++) y[i] = round_f16 ? fp16_round(y[i] * inv) : y[i] * inv;
 }
 
 #if defined(__x86_64__)
@@ -82,17 +82,22 @@ VEC_TARGET static void vec_table_f16_avx2(const fp16_t *table, const float *x, f
     if (i < n) cpu_vec_table_f16_scalar(table, x + i, y + i, n - i);
 }
 
-VEC_TARGET static double vec_soft_max_exp_avx2(const fp16_t *exp_table, const float *w, float *y, int64_t n) {
-    /* vmaxps returns its second operand when either is NaN: NaNs in w are skipped */
-    __m256 m = _mm256_set1_ps(-INFINITY);
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(w + i), m);
+/* The max of w[0..n) given the largest of its first n - n % 8 elements per
+ * lane (vmaxps returns its second operand when either is NaN: NaNs in w are
+ * skipped), the lanes first, then the tail. */
+VEC_TARGET static float vec_max_finish(__m256 m, const float *w, int64_t n) {
     float lanes[8];
     _mm256_storeu_ps(lanes, m);
-    const float max = vec_max_scalar(w + i, n - i, vec_max_scalar(lanes, 8, -INFINITY));
+    const int64_t i = n - n % 8;
+    return vec_max_scalar(w + i, n - i, vec_max_scalar(lanes, 8, -INFINITY));
+}
+
+/* The exponentials of w[0..n) against max into y, and their sum. */
+VEC_TARGET static double vec_exp_avx2(const fp16_t *exp_table, const float *w, float max, float *y, int64_t n) {
     const __m256 vmax = _mm256_set1_ps(max), ninf = _mm256_set1_ps(-INFINITY);
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-    for (i = 0; i + 8 <= n; i += 8) {
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
         const __m256 v = _mm256_loadu_ps(w + i);
         const __m256 masked = _mm256_cmp_ps(v, ninf, _CMP_EQ_OQ);
         /* 8 masked positions (a causal mask's tail): zeros, and nothing to add */
@@ -117,25 +122,43 @@ VEC_TARGET static double vec_soft_max_exp_avx2(const fp16_t *exp_table, const fl
     return ((s[0] + s[1]) + (s[2] + s[3])) + tail;
 }
 
-/* The scalar row's passes 8 at a time: the same multiplications and additions
- * (separate roundings, never fused) element by element. */
+VEC_TARGET static double vec_soft_max_exp_avx2(const fp16_t *exp_table, const float *w, float *y, int64_t n) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    for (int64_t i = 0; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(w + i), m);
+    return vec_exp_avx2(exp_table, w, vec_max_finish(m, w, n), y, n);
+}
+
+/* The scalar row's passes 8 at a time, in three: w and its max, the
+ * exponentials, the normalization (and rounding); the same multiplications
+ * and additions (separate roundings, never fused) element by element. */
 VEC_TARGET static void vec_soft_max_row_avx2(const fp16_t *exp_table, const float *s, const float *m, float scale,
-                                             float *w, float *y, int64_t n) {
+                                             float *w, float *y, int64_t n, bool round_f16) {
     const __m256 vs = _mm256_set1_ps(scale);
+    __m256 mx = _mm256_set1_ps(-INFINITY);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256 v = _mm256_mul_ps(_mm256_loadu_ps(s + i), vs);
         if (m) v = _mm256_add_ps(v, _mm256_loadu_ps(m + i));
         _mm256_storeu_ps(w + i, v);
+        mx = _mm256_max_ps(v, mx);
     }
     for (; i < n; i++) {
         w[i] = s[i] * scale; /* a statement each: no contraction into an FMA */
         if (m) w[i] += m[i];
     }
-    const float inv = (float)(1.0 / vec_soft_max_exp_avx2(exp_table, w, y, n));
+    const float inv = (float)(1.0 / vec_exp_avx2(exp_table, w, vec_max_finish(mx, w, n), y, n));
     const __m256 vi = _mm256_set1_ps(inv);
-    for (i = 0; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), vi));
-    for (; i < n; i++) y[i] *= inv;
+    for (i = 0; i + 8 <= n; i += 8) {
+        const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(y + i), vi);
+        if (!round_f16) {
+            _mm256_storeu_ps(y + i, v);
+        } else if (vec_has_nan(v)) { /* fp32_to_fp16 writes one NaN, vcvtps2ph keeps the payload */
+            for (int j = 0; j < 8; j++) y[i + j] = fp16_round(y[i + j] * inv);
+        } else {
+            _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT)));
+        }
+    }
+    for (; i < n; i++) y[i] = round_f16 ? fp16_round(y[i] * inv) : y[i] * inv;
 }
 
 static bool vec_avx2(void) {
@@ -171,7 +194,7 @@ void cpu_vec_table_f16(const fp16_t *table, const float *x, float *y, int64_t n)
 
 
 void cpu_vec_soft_max_row(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w, float *y,
-                          int64_t n) {
+                          int64_t n, bool round_f16) {
     pthread_once(&g_once, vec_init);
-    g_soft_max_row(exp_table, s, m, scale, w, y, n);
+    g_soft_max_row(exp_table, s, m, scale, w, y, n, round_f16);
 }

@@ -30,21 +30,23 @@ void cpu_vec_table_f16(const fp16_t *table, const float *x, float *y, int64_t n)
 
 /* b1892's soft_max of a row s: w = s * scale (+ m, when not NULL), each
  * product and sum rounded on its own; y = the exponentials of w (above), each
- * times the float of 1 / their sum. y may be s. (A row with a NaN or an
- * infinity normalizes by a NaN; which NaN comes out is not specified.) */
+ * times the float of 1 / their sum, and with round_f16 rounded to F16 and
+ * back (fp32_to_fp16: as an F16 product converts its activations). y may be
+ * s. (A row with a NaN or an infinity normalizes by a NaN; which NaN comes
+ * out is not specified.) */
 void cpu_vec_soft_max_row(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w, float *y,
-                          int64_t n);
+                          int64_t n, bool round_f16);
 
 /* Scalar definitions (the reference the SIMD variants are compared with in tests). */
 void cpu_vec_table_f16_scalar(const fp16_t *table, const float *x, float *y, int64_t n);
 double cpu_vec_soft_max_exp_scalar(const fp16_t *exp_table, const float *w, float *y, int64_t n);
 void cpu_vec_soft_max_row_scalar(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w,
-                                 float *y, int64_t n);
+                                 float *y, int64_t n, bool round_f16);
 /* The SIMD variants, NULL where the CPU has none (tests call them directly). */
 typedef void (*cpu_vec_table_f16_fn)(const fp16_t *table, const float *x, float *y, int64_t n);
 typedef double (*cpu_vec_soft_max_exp_fn)(const fp16_t *exp_table, const float *w, float *y, int64_t n);
 typedef void (*cpu_vec_soft_max_row_fn)(const fp16_t *exp_table, const float *s, const float *m, float scale, float *w,
-                                        float *y, int64_t n);
+                                        float *y, int64_t n, bool round_f16);
 cpu_vec_table_f16_fn cpu_vec_table_f16_simd(void);
 cpu_vec_soft_max_exp_fn cpu_vec_soft_max_exp_simd(void);
 cpu_vec_soft_max_row_fn cpu_vec_soft_max_row_simd(void);
