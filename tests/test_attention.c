@@ -1,6 +1,7 @@
 /*
- * op_attention (one node) against the three nodes it replaces, bit for bit:
- * mul_mat(v, soft_max(mul_mat_masked(k, q, mask), mask, scale)), on operands
+ * op_attention (one node) against the nodes it replaces, bit for bit:
+ * cont(permute(mul_mat(v, soft_max(mul_mat_masked(k, q, mask), mask, scale)))),
+ * on operands
  * laid out as the model graph lays them out (keys and values as views of
  * F16 caches, queries a permuted view), causal masks with a second sequence's
  * cells closed (every fifth cell, or whole spans of 64 cells, with a token
@@ -56,7 +57,7 @@ static void check_case(struct cpu_threadpool *pool, const struct case_shape *cs)
     const float scale = 1.0f / sqrtf((float)d);
 
     struct tensor *kq = op_soft_max(ctx, op_mul_mat_masked(ctx, k, q, mask), mask, scale);
-    struct tensor *three = op_mul_mat(ctx, v, kq);
+    struct tensor *three = op_cont(ctx, tensor_permute(ctx, op_mul_mat(ctx, v, kq), 0, 2, 1, 3));
     struct tensor *one = op_attention(ctx, k, q, v, mask, scale);
     CHECK(three != NULL && one != NULL);
     if (!three || !one) {

@@ -118,16 +118,15 @@ bool llm_build_llama(struct tensor_ctx *ctx, const struct llama_model *model, co
         struct tensor *kc = tensor_view_3d(ctx, k_cache, head_k, n_kv, n_head_kv, k_row, k_head_row, 0);
         struct tensor *vc = tensor_view_3d(ctx, v_cache, n_kv, head_v, n_head_kv, (size_t)n_ctx * v_elem,
                                            (size_t)n_ctx * head_v * v_elem, 0);
-        struct tensor *kqv;                                                        /* [head_v, n_tokens, n_head] */
         if (k_cache->type == GGML_TYPE_F16 && v_cache->type == GGML_TYPE_F16) {
-            /* the three nodes below in one, same bits (scores stay in cache) */
-            kqv = op_attention(ctx, kc, qp, vc, out->inp_mask, kq_scale);
+            /* the nodes below in one, same bits (scores stay in cache) */
+            cur = op_attention(ctx, kc, qp, vc, out->inp_mask, kq_scale);          /* [head_v, n_head, n_tokens] */
         } else {
             struct tensor *kq = op_mul_mat_masked(ctx, kc, qp, out->inp_mask);     /* [n_kv, n_tokens, n_head] */
             kq = op_soft_max(ctx, kq, out->inp_mask, kq_scale);
-            kqv = op_mul_mat(ctx, vc, kq);
+            struct tensor *kqv = op_mul_mat(ctx, vc, kq);                          /* [head_v, n_tokens, n_head] */
+            cur = op_cont(ctx, tensor_permute(ctx, kqv, 0, 2, 1, 3));             /* [head_v, n_head, n_tokens] */
         }
-        cur = op_cont(ctx, tensor_permute(ctx, kqv, 0, 2, 1, 3));                 /* [head_v, n_head, n_tokens] */
         cur = tensor_reshape_2d(ctx, cur, head_v * n_head, n_tokens);
         cur = build_linear(ctx, l->wo, l->bo, cur);
 

@@ -361,7 +361,7 @@ struct tensor *op_attention(struct tensor_ctx *ctx, struct tensor *k, struct ten
         error_set("attention: the mask must be F32 [%lld, %lld], contiguous", (long long)n_kv, (long long)n_tok);
         return NULL;
     }
-    const int64_t ne[4] = { v->ne[1], n_tok, n_head, 1 };
+    const int64_t ne[4] = { v->ne[1], n_head, n_tok, 1 };
     struct tensor *t = op_new(ctx, OP_ATTENTION, GGML_TYPE_F32, ne, k, q);
     if (!t) return NULL;
     t->src[2] = mask;

@@ -228,11 +228,13 @@ struct tensor *op_mul_mat(struct tensor_ctx *ctx, struct tensor *a, struct tenso
 struct tensor *op_mul_mat_masked(struct tensor_ctx *ctx, struct tensor *a, struct tensor *b, struct tensor *mask);
 /* Attention as three nodes would compute it, in one (a backend keeps the
  * scores in its cache):
- *     op_mul_mat(v, op_soft_max(op_mul_mat_masked(k, q, mask), mask, scale))
+ *     op_cont(tensor_permute(op_mul_mat(v, op_soft_max(op_mul_mat_masked(k, q, mask), mask, scale)),
+ *                            0, 2, 1, 3))
  * with k F16 [d_k, n_kv, h_kv], q F32 [d_k, n_tok, n_head] (rows packed, any
  * other strides), v F16 [n_kv, d_v, h_kv] (rows packed), mask F32 [n_kv,
  * n_tok] contiguous, h_kv dividing n_head (head h reads KV head h / (n_head
- * / h_kv)); the result is F32 [d_v, n_tok, n_head], the same bits. */
+ * / h_kv)); the result is F32 [d_v, n_head, n_tok] (a token's heads side by
+ * side, as the output projection takes them), the same bits. */
 struct tensor *op_attention(struct tensor_ctx *ctx, struct tensor *k, struct tensor *q, struct tensor *v,
                             struct tensor *mask, float scale);
 /* A mul_mat's op_params[0]: the order in which a backend may add the products.

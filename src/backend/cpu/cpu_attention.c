@@ -240,8 +240,8 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
         }
     }
 
-    float *out = cpu_elem(dst, 0, ac->t0, ac->h0, 0);
-    const size_t out_stride = (ac->dh ? dst->nb[2] : dst->nb[1]) / sizeof(float);
+    float *out = cpu_elem(dst, 0, ac->h0, ac->t0, 0); /* [d_v, n_head, n_tok] */
+    const size_t out_stride = (ac->dh ? dst->nb[1] : dst->nb[2]) / sizeof(float);
     if (s->packed) {
         /* k_values is a multiple of 32: the key blocks' ends are, and n_kv is here */
         cpu_packed_f16_product((const uint16_t *)values, v->nb[1] / sizeof(uint16_t), s->d_v, w->scores, s->s_stride,
