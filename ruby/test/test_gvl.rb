@@ -103,9 +103,15 @@ class TestGvl < Minitest::Test
 
   def test_sigint_raises_interrupt
     context, tokens, full = long_decode
-    Thread.new do
+    # The sender stays alive, asleep: Ruby moves a signal to the main thread
+    # (and calls its unblocking function) from a thread that gets to look at
+    # it, which with several threads is a sleeping one. A thread that exits
+    # right after kill can leave the signal unseen until the decode returns
+    # (a single-threaded process takes the signal handler's direct path).
+    sender = Thread.new do
       sleep full / 10
       Process.kill(:INT, Process.pid)
+      sleep 2
     end
     t0 = clock
     assert_raises(Interrupt) do
@@ -114,6 +120,8 @@ class TestGvl < Minitest::Test
     end
     assert_operator clock - t0, :<, full * 0.6
     assert_equal 0, context.kv_cache_token_count
+  ensure
+    sender&.kill
   end
 
   def test_a_trap_that_returns_lets_the_decode_finish
