@@ -3,10 +3,11 @@
  * columns: the scores K x Q (blocks the mask closes skipped, as
  * op_mul_mat_masked does), each column's soft_max (cpu_soft_max_row), the
  * probabilities rounded to F16 (as mul_mat rounds its activations for F16
- * weights) and V x P. Every output takes the arithmetic of the three nodes
- * it replaces (b1892's F16 dot products, soft_max and roundings), so the
- * results are the same bits; a block's scores stay in this thread's cache
- * instead of going through memory three times (write, soft_max, convert).
+ * weights) and V x P, written with a token's heads side by side. Every
+ * output takes the arithmetic of the three nodes it replaces (b1892's F16
+ * dot products, soft_max and roundings), so the results are the same bits;
+ * a block's scores stay in this thread's cache instead of going through
+ * memory three times (write, soft_max, convert).
  *
  * Where the packed F16 kernels run (cpu_packed_f16_available: AVX-512), the
  * columns are kept as F16-rounded floats for them; elsewhere they are halves
