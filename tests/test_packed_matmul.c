@@ -8,8 +8,9 @@
  * partial row groups and column tiles, one column (generation) and many
  * (prompts), 1-3 threads, F16 weights with broadcast slices and strided rows,
  * products of one x one after another in a graph (which share its
- * quantization when their weights have the same type), and a weight whose
- * packed copy went stale (its data pointer changed).
+ * quantization when their weights have the same type), a weight whose packed
+ * copy went stale (its data pointer changed), and the F16 scratch size
+ * serving every shorter k.
  * Under LLAMAC_SIMD=scalar nothing is packed and the same comparisons check
  * the reference path.
  */
@@ -18,6 +19,7 @@
 
 #include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_packed.h"
+#include "backend/cpu/cpu_packed_impl.h"
 #include "quant/quant.h"
 #include "tensor/tensor.h"
 
@@ -245,6 +247,18 @@ static void check_shared_x(struct cpu_threadpool *pool) {
     }
 }
 
+/* The scratch op_attention sizes for its keys serves every shorter k too
+ * (a shorter k may take more rows per item). */
+static void check_f16_scratch_bound(void) {
+    size_t need = 0;
+    int bad = 0;
+    for (int64_t k = 32; k <= 16384; k += 32) {
+        need = pk_f16_scratch_floats(k) > need ? pk_f16_scratch_floats(k) : need;
+        bad += cpu_packed_f16_scratch_floats(k) < need;
+    }
+    CHECK_MSG(bad == 0, "F16 scratch: %d sizes below a shorter k's need", bad);
+}
+
 /* A packed weight whose data moved (LoRA copies it) must not use the stale copy. */
 static void check_stale(struct cpu_threadpool *pool) {
     if (!cpu_packed_type(GGML_TYPE_Q4_0)) return;
@@ -281,6 +295,7 @@ int main(void) {
     check_masked(pool, 90, 2);    /* matrix-vector: 16-row units */
     check_zero_tails(pool);
     check_shared_x(pool);
+    check_f16_scratch_bound();
     check_stale(pool);
     cpu_threadpool_free(pool);
     return test_finish("test_packed_matmul");
