@@ -733,12 +733,12 @@ bool cpu_packed_f16_available(int64_t k) { return pk_kernels() && k % 32 == 0; }
 size_t cpu_packed_f16_col_stride(int64_t k) { return pk_f16_stride(k); }
 size_t cpu_packed_f16_scratch_floats(int64_t k) {
     /* Not monotonic in k: a shorter k may take more rows per item
-     * (pk_f16_rows: 16, 32, 48 or 64). For each count of rows the largest k
+     * (pk_f16_rows: a multiple of 16). For each count of rows the largest k
      * that takes it needs the most, so the candidates are k and the largest
-     * k' <= k taking at least 32, 48 and 64 rows (stride <= 2^17 / rows). */
+     * k' <= k taking at least 32, 48, ... rows (stride <= floats / rows). */
     size_t most = pk_f16_scratch_floats(k);
     for (int rows = 32; rows <= PK_F16_MAX_ROWS; rows += 16) {
-        int64_t kk = ((int64_t)((((size_t)1 << 19) / sizeof(float)) / (size_t)rows) - 16) / 32 * 32;
+        int64_t kk = ((int64_t)((PK_F16_ROWS_BYTES / sizeof(float)) / (size_t)rows) - 16) / 32 * 32;
         if (kk > k) kk = k;
         if (kk < 32) continue;
         const size_t n = pk_f16_scratch_floats(kk);
