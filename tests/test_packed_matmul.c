@@ -117,6 +117,26 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
            cpu_packed_type(type) ? "" : " (type not packed here)");
 }
 
+/* Matrix-vector products long enough that each thread streams its own
+ * region and the tails are claimed in chunks (pk_vec_next): every row
+ * computed once, with 1, 2 and 3 threads (3 take the chunks-only schedule
+ * on a machine with fewer CPUs). An odd row count gives regions of
+ * different lengths. */
+static void check_long_matvec(struct cpu_threadpool *pool) {
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_F16 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        struct tensor_ctx *ctx = tensor_ctx_new(16, 16 << 20);
+        struct tensor *w = tensor_new_2d(ctx, types[i], 512, 2003);
+        struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 512, 1);
+        fill_weight(w, false);
+        for (int64_t e = 0; e < tensor_nelements(x); e++) ((float *)x->data)[e] = test_rand_uniform(&g_rng, -2, 2);
+        CHECK(cpu_repack_weight(w));
+        check_product(pool, ctx, w, x, "long matrix-vector");
+        cpu_repack_release(w);
+        tensor_ctx_free(ctx);
+    }
+}
+
 /* F16 weights as attention uses them: slices broadcast over the heads, rows strided. */
 static void check_f16_slices(struct cpu_threadpool *pool) {
     struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
@@ -289,6 +309,7 @@ int main(void) {
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
+    check_long_matvec(pool);
     check_f16_slices(pool);
     check_masked(pool, 200, 150); /* row blocks of pk_f16_rows(64) */
     check_masked(pool, 600, 530); /* two column blocks */

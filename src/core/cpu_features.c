@@ -2,6 +2,7 @@
 #include "cpu_features.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,4 +130,21 @@ static void init_l2(void) {
 size_t cpu_l2_cache_bytes(void) {
     pthread_once(&g_l2_once, init_l2);
     return g_l2_bytes;
+}
+
+static int g_usable_cpus;
+static pthread_once_t g_usable_once = PTHREAD_ONCE_INIT;
+
+/* The process's affinity mask (what taskset or a container allows), else
+ * the online CPUs. */
+static void init_usable_cpus(void) {
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 0;
+    if (n < 1) n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    g_usable_cpus = n < 1 ? 1 : n;
+}
+
+int cpu_usable_cpus(void) {
+    pthread_once(&g_usable_once, init_usable_cpus);
+    return g_usable_cpus;
 }

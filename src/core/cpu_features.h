@@ -28,6 +28,10 @@ const struct cpu_features *cpu_features_get(void);
 /* Number of physical cores (falls back to logical CPUs when unknown). */
 int cpu_physical_cores(void);
 
+/* Logical CPUs this process may run on (read once). More threads than this
+ * take turns, so work split up front waits for a descheduled thread. */
+int cpu_usable_cpus(void);
+
 /* Bytes of one core's level-2 cache (read once; 1 MiB when unknown). Work is
  * cut into chunks that fit in it. */
 size_t cpu_l2_cache_bytes(void);
