@@ -6,7 +6,8 @@
  * random floats or random quant bytes (every quant value) with finite
  * scales. Shapes cover
  * partial row groups and column tiles, one column (generation) and many
- * (prompts), 1-3 threads, F16 weights with broadcast slices and strided rows,
+ * (prompts), 1-3 threads (and one more than the CPUs, where that is more),
+ * long matrix-vector products, F16 weights with broadcast slices and strided rows,
  * products of one x one after another in a graph (which share its
  * quantization when their weights have the same type), a weight whose packed
  * copy went stale (its data pointer changed), and the F16 scratch size
@@ -20,6 +21,7 @@
 #include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_packed.h"
 #include "backend/cpu/cpu_packed_impl.h"
+#include "core/cpu_features.h"
 #include "quant/quant.h"
 #include "tensor/tensor.h"
 
@@ -62,13 +64,19 @@ static float reference(const struct tensor *w, const struct tensor *x, int64_t i
     return s;
 }
 
+/* Thread counts every product runs with: 1, 2, 3 and, where the machine
+ * has 3 CPUs or more, one more thread than it has CPUs (matrix-vector
+ * products schedule differently when threads must take turns: pk_vec_next). */
+static int g_thread_counts[4] = { 1, 2, 3 }, g_n_thread_counts = 3;
+
 static int check_product(struct cpu_threadpool *pool, struct tensor_ctx *ctx, struct tensor *w, struct tensor *x,
                          const char *what) {
     struct tensor *out = op_mul_mat(ctx, w, x);
     struct graph *g = graph_new(ctx, 8);
     CHECK(graph_build_forward(g, out));
     int bad = 0;
-    for (int nt = 1; nt <= 3; nt++) {
+    for (int t = 0; t < g_n_thread_counts; t++) {
+        const int nt = g_thread_counts[t];
         memset(out->data, 0xff, tensor_nbytes(out));
         CHECK(cpu_graph_compute(pool, g, nt, NULL, NULL));
         for (int64_t i3 = 0; i3 < out->ne[3]; i3++)
@@ -119,9 +127,9 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
 
 /* Matrix-vector products long enough that each thread streams its own
  * region and the tails are claimed in chunks (pk_vec_next): every row
- * computed once, with 1, 2 and 3 threads (3 take the chunks-only schedule
- * on a machine with fewer CPUs). An odd row count gives regions of
- * different lengths. */
+ * computed once, with each of g_thread_counts (the last takes the
+ * chunks-only schedule of more threads than CPUs). An odd row count gives
+ * regions of different lengths. */
 static void check_long_matvec(struct cpu_threadpool *pool) {
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -179,7 +187,8 @@ static void check_masked(struct cpu_threadpool *pool, int64_t n_kv, int64_t n_to
     CHECK(graph_build_forward(g, out));
     int bad = 0;
     long skipped = 0;
-    for (int nt = 1; nt <= 3; nt++) {
+    for (int t = 0; t < g_n_thread_counts; t++) {
+        const int nt = g_thread_counts[t];
         memset(out->data, 0xff, tensor_nbytes(out));
         CHECK(cpu_graph_compute(pool, g, nt, NULL, NULL));
         for (int64_t h = 0; h < x->ne[2]; h++)
@@ -198,8 +207,8 @@ static void check_masked(struct cpu_threadpool *pool, int64_t n_kv, int64_t n_to
     }
     CHECK_MSG(bad == 0, "masked f16: %d outputs differ from the reference", bad);
     if (cpu_fast_mul_mat_applies(out)) CHECK_MSG(skipped > 0, "masked f16: no masked block was skipped");
-    printf("  masked f16, %lld keys x %lld tokens: %ld masked outputs skipped (3 thread counts)\n", (long long)n_kv,
-           (long long)n_tok, skipped);
+    printf("  masked f16, %lld keys x %lld tokens: %ld masked outputs skipped (%d thread counts)\n", (long long)n_kv,
+           (long long)n_tok, skipped, g_n_thread_counts);
     tensor_ctx_free(ctx);
 }
 
@@ -245,7 +254,8 @@ static void check_shared_x(struct cpu_threadpool *pool) {
         }
         CHECK(g->n_nodes == N);
         int bad = 0;
-        for (int nt = 1; nt <= 3; nt++) {
+        for (int t = 0; t < g_n_thread_counts; t++) {
+            const int nt = g_thread_counts[t];
             for (int i = 0; i < N; i++) memset(out[i]->data, 0xff, tensor_nbytes(out[i]));
             CHECK(cpu_graph_compute(pool, g, nt, NULL, NULL));
             for (int i = 0; i < N; i++) {
@@ -306,7 +316,9 @@ static void check_stale(struct cpu_threadpool *pool) {
 
 int main(void) {
     unsetenv("LLAMAC_MATMUL"); /* the exact kernels (test_fast_matmul has the fast mode's) */
-    struct cpu_threadpool *pool = cpu_threadpool_new(3);
+    const int over = cpu_usable_cpus() + 1 < 512 ? cpu_usable_cpus() + 1 : 512;
+    if (over > 3) g_thread_counts[g_n_thread_counts++] = over;
+    struct cpu_threadpool *pool = cpu_threadpool_new(over > 3 ? over : 3);
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
     check_long_matvec(pool);
