@@ -176,17 +176,29 @@ static void pk_pack_q4_K_fast(const void *block, int r, uint8_t *hdr, uint8_t *q
     for (int s = 0; s < 32; s++) memcpy(q + 64 * s + 4 * r, b->qs + 4 * s, 4);
 }
 
-static void pk_pack_q4_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
-    const block_q4_K *b = block;
+/* Q4_K's header and nibbles (Q5_K's are the same) of row r. */
+static void pk_pack_k4(const fp16_t *d, const fp16_t *dmin, const uint8_t *scales, const uint8_t *qs, int r,
+                       uint8_t *hdr, uint8_t *q) {
     uint8_t sc[8], mn[8];
-    quant_k4_scales_mins(b->scales, sc, mn);
-    memcpy(hdr + 2 * r, &b->d, 2);
-    memcpy(hdr + 8 + 2 * r, &b->dmin, 2);
+    quant_k4_scales_mins(scales, sc, mn);
+    memcpy(hdr + 2 * r, d, 2);
+    memcpy(hdr + 8 + 2 * r, dmin, 2);
     for (int c = 0; c < 8; c++) hdr[16 + 4 * c + r] = sc[c];
     memcpy(hdr + 48 + 8 * r, mn, 8);
     for (int j = 0; j < 4; j++) {
-        for (int h = 0; h < 2; h++) memcpy(q + 64 * (2 * j + h) + 16 * r, b->qs + 32 * j + 16 * h, 16);
+        for (int h = 0; h < 2; h++) memcpy(q + 64 * (2 * j + h) + 16 * r, qs + 32 * j + 16 * h, 16);
     }
+}
+
+static void pk_pack_q4_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_K *b = block;
+    pk_pack_k4(&b->d, &b->dmin, b->scales, b->qs, r, hdr, q);
+}
+
+static void pk_pack_q5_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q5_K *b = block;
+    pk_pack_k4(&b->d, &b->dmin, b->scales, b->qs, r, hdr, q);
+    for (int h = 0; h < 2; h++) memcpy(q + 512 + 64 * h + 16 * r, b->qh + 16 * h, 16);
 }
 
 static void pk_pack_q6_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
@@ -231,6 +243,7 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
     static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
                                               pk_pack_q4_K_fast };
+    static const struct pk_type q5_K = { PK_ROWS, 256, 80, 640, PK_ACT_Q8K, PK_COLS_K, pk_pack_q5_K };
     static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
     static const struct pk_type q6_K_fast = { PK_FAST_ROWS, 256, 288, 3072, PK_ACT_Q8K6F, PK_COLS_FAST_K,
                                               pk_pack_q6_K_fast };
@@ -239,6 +252,7 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
         case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : &q4_0;
         case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : &q8_0;
         case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : &q4_K;
+        case GGML_TYPE_Q5_K: return &q5_K;
         case GGML_TYPE_Q6_K: return fast ? &q6_K_fast : &q6_K;
         default: return NULL;
     }
@@ -251,6 +265,7 @@ static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
         case GGML_TYPE_Q4_0: return k->q4_0;
         case GGML_TYPE_Q8_0: return k->q8_0;
         case GGML_TYPE_Q4_K: return k->q4_K;
+        case GGML_TYPE_Q5_K: return k->q5_K;
         case GGML_TYPE_Q6_K: return k->q6_K;
         default: return NULL;
     }

@@ -21,13 +21,16 @@
  *         q 512: for j = 0..3, h = 0..1: the file's qs[32 j + 16 h ..+15] of
  *         each row (low nibbles: chunk 2 j, high: chunk 2 j + 1; elements
  *         16 h..16 h + 15 of each).
+ *   Q5_K  hdr 80: as Q4_K.  q 640: the nibbles as Q4_K's (512), then for
+ *         h = 0..1 the file's qh[16 h ..+15] of each row (bit 2 j: chunk
+ *         2 j, bit 2 j + 1: chunk 2 j + 1).
  *   Q6_K  hdr 72: d[4], then the scales as sc[16-group][row] (16 x 4 bytes).
  *         q 768: for n = 0..1, h = 0..1, 192 bytes: the file's
  *         ql[64 n + 16 h ..+15] (chunks 4n, 4n+2), ql[64 n + 32 + 16 h ..]
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
  * Fast mode (LLAMAC_MATMUL=fast, cpu_packed.h) packs Q4_0, Q8_0, Q4_K and
- * Q6_K in groups of PK_FAST_ROWS = 16 rows instead, for kernels whose 512-bit registers hold
+ * Q6_K in groups of PK_FAST_ROWS = 16 rows instead (Q5_K keeps its exact layout and kernel), for kernels whose 512-bit registers hold
  * one dword lane per row (dword lane r = 4 consecutive quants of row r), so
  * that one vpdpbusd with 4 activation bytes broadcast to all lanes adds 4
  * products to each of the 16 rows:
@@ -61,7 +64,7 @@
  * record size.
  *   Q4_0, Q8_0: struct pk_act_q8 (80 bytes; its 16-byte pieces never cross a
  *     cache line).
- *   Q4_K, Q6_K: struct pk_act_q8k.
+ *   Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f; Q4_K in fast mode: struct
  *     pk_act_q8k (its qs, bpairs and d); Q6_K in fast mode: struct
  *     pk_act_q8k6f.
@@ -201,9 +204,9 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 
 /* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
  * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
- * pk_act_q8k6f columns). */
+ * pk_act_q8k6f columns); q5_K is the exact kernel in both. */
 struct pk_kernels {
-    pk_tile_fn q4_0, q8_0, q4_K, q6_K;
+    pk_tile_fn q4_0, q8_0, q4_K, q5_K, q6_K;
     pk_f16_item_fn f16;
 };
 

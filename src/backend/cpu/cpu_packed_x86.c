@@ -508,19 +508,25 @@ PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16
  * t->hdr/q + g group_bytes, its outputs at dst + 4 g. */
 #define PK_GC(g, c) ((g) * C + (c))
 
-/* Q4_K: lanes from the 8 per-32 scales, and the mins: per row 4 lanes
- * mn[2k] (bs[4k] + bs[4k+1]) + mn[2k+1] (bs[4k+2] + bs[4k+3]) fused with
- * -d_y dmin into their own accumulator, added after the lanes' reduction. */
-PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
+/* Q4_K and Q5_K: lanes from the 8 per-32 scales, and the mins. Q4_K: per
+ * row 4 lanes mn[2k] (bs[4k] + bs[4k+1]) + mn[2k+1] (bs[4k+2] + bs[4k+3])
+ * fused with -d_y dmin into their own accumulator, added after the lanes'
+ * reduction. Q5_K (q5): the quants' fifth bits (q + 512: the file's qh[16 h
+ * ..+15] of each row, bit 2 j for chunk 2 j, 2 j + 1 for chunk 2 j + 1) add
+ * 16 where set, and the mins are one integer sum per block (the 4 lanes
+ * added) fused into the row's first min lane alone, so that the reduction
+ * adds b1892's scalar sum of them. */
+PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q5) {
+    const size_t qbytes = q5 ? 640 : 512;
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
     PK_UNROLL
     for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = acc_m[gc] = _mm512_setzero_ps();
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     for (int64_t i = 0; i < t->nb; i++) {
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *hdr = t->hdr + g * t->group_bytes + 80 * i, *q = t->q + g * t->group_bytes + 512 * i;
-            if (C == 1) pk_prefetch(q, 512);
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 80 * i, *q = t->q + g * t->group_bytes + qbytes * i;
+            if (C == 1) pk_prefetch(q, qbytes);
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
             for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
@@ -530,7 +536,14 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
                 PK_UNROLL
                 for (int h = 0; h < 2; h++) {
                     const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
-                    const __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                    __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+                    if (q5) {
+                        const __m512i qh = _mm512_loadu_si512(q + 512 + 64 * h);
+                        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << 2 * j))),
+                                                  lo, sixteen);
+                        hi = _mm512_mask_add_epi8(
+                            hi, _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(2 << 2 * j))), hi, sixteen);
+                    }
                     PK_UNROLL
                     for (int c = 0; c < C; c++) {
                         const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
@@ -545,9 +558,16 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
             PK_UNROLL
             for (int c = 0; c < C; c++) {
                 const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-                const __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
-                acc_m[PK_GC(g, c)] = _mm512_fmadd_ps(_mm512_mul_ps(dmx, _mm512_set1_ps(-a->d)), _mm512_cvtepi32_ps(m),
-                                                     acc_m[PK_GC(g, c)]);
+                __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
+                const __m512 dm = _mm512_mul_ps(dmx, _mm512_set1_ps(-a->d));
+                if (q5) {
+                    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_BADC));
+                    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_CDAB));
+                    acc_m[PK_GC(g, c)] = _mm512_mask3_fmadd_ps(dm, _mm512_cvtepi32_ps(m), acc_m[PK_GC(g, c)],
+                                                               (__mmask16)0x1111);
+                } else {
+                    acc_m[PK_GC(g, c)] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m), acc_m[PK_GC(g, c)]);
+                }
                 const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
                 acc_lo[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[PK_GC(g, c)]);
                 acc_hi[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[PK_GC(g, c)]);
@@ -639,12 +659,22 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
 
 PK_KERNEL void pk_q4_K_tile(const struct pk_tile *t) {
     if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q4_K_tile_gc(t, 2, 1);
+        pk_q4_K_tile_gc(t, 2, 1, false);
         return;
     }
-#define PK_Q4_K(C) pk_q4_K_tile_gc(t, 1, C)
+#define PK_Q4_K(C) pk_q4_K_tile_gc(t, 1, C, false)
     PK_DISPATCH_4(PK_Q4_K)
 #undef PK_Q4_K
+}
+
+PK_KERNEL void pk_q5_K_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_q4_K_tile_gc(t, 2, 1, true);
+        return;
+    }
+#define PK_Q5_K(C) pk_q4_K_tile_gc(t, 1, C, true)
+    PK_DISPATCH_4(PK_Q5_K)
+#undef PK_Q5_K
 }
 
 PK_KERNEL void pk_q6_K_tile(const struct pk_tile *t) {
@@ -970,12 +1000,13 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
 }
 
 static const struct pk_kernels pk_avx512 = {
-    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
+    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile, .q6_K = pk_q6_K_tile,
+    .f16 = pk_f16_item,
 };
 
 static const struct pk_kernels pk_avx512_fast = {
-    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_fast_tile, .q6_K = pk_q6_K_fast_tile,
-    .f16 = pk_f16_item,
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_fast_tile, .q5_K = pk_q5_K_tile,
+    .q6_K = pk_q6_K_fast_tile, .f16 = pk_f16_item,
 };
 
 const struct pk_kernels *pk_kernels_x86(bool fast) {
