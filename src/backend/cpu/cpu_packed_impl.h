@@ -16,6 +16,10 @@
  *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, each
  *         quant + 128 (the unsigned operand of vpdpbusd; the activations'
  *         sums take the 128 back out).
+ *   Q3_K  hdr 72: as Q6_K's, the scales less their bias 32.  q 384: for
+ *         n = 0..1, h = 0..1 the file's qs[32 n + 16 h ..+15] of each row
+ *         (bits 2 k: chunk 4 n + k), then for h = 0..1 its hmask[16 h ..+15]
+ *         (bit 4 n + k: chunk 4 n + k).
  *   Q4_K  hdr 80: d[4], dmin[4], then the 6-bit scales as sc[chunk][row]
  *         (8 x 4 bytes), then the 6-bit mins as mn[row][j] (4 x 8 bytes).
  *         q 512: for j = 0..3, h = 0..1: the file's qs[32 j + 16 h ..+15] of
@@ -30,7 +34,7 @@
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
  * Fast mode (LLAMAC_MATMUL=fast, cpu_packed.h) packs Q4_0, Q8_0, Q4_K and
- * Q6_K in groups of PK_FAST_ROWS = 16 rows instead (Q5_K keeps its exact layout and kernel), for kernels whose 512-bit registers hold
+ * Q6_K in groups of PK_FAST_ROWS = 16 rows instead (Q3_K and Q5_K keep their exact layouts and kernels), for kernels whose 512-bit registers hold
  * one dword lane per row (dword lane r = 4 consecutive quants of row r), so
  * that one vpdpbusd with 4 activation bytes broadcast to all lanes adds 4
  * products to each of the 16 rows:
@@ -64,7 +68,7 @@
  * record size.
  *   Q4_0, Q8_0: struct pk_act_q8 (80 bytes; its 16-byte pieces never cross a
  *     cache line).
- *   Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
+ *   Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f; Q4_K in fast mode: struct
  *     pk_act_q8k (its qs, bpairs and d); Q6_K in fast mode: struct
  *     pk_act_q8k6f.
@@ -204,9 +208,9 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 
 /* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
  * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
- * pk_act_q8k6f columns); q5_K is the exact kernel in both. */
+ * pk_act_q8k6f columns); q3_K and q5_K are the exact kernels in both. */
 struct pk_kernels {
-    pk_tile_fn q4_0, q8_0, q4_K, q5_K, q6_K;
+    pk_tile_fn q4_0, q8_0, q3_K, q4_K, q5_K, q6_K;
     pk_f16_item_fn f16;
 };
 

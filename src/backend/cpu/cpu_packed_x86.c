@@ -586,17 +586,22 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
 }
 
 /* Q6_K: quants 0..63 (the -32 offset comes back through the activations'
- * corr6 sums, weighted by the same scales), signed scale per 16. */
-PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
+ * corr6 sums, weighted by the same scales), signed scale per 16. Q3_K (q3)
+ * takes the same path with 8 (q + 4) for its quants q (-4..3: the 2 low
+ * bits at 3-4, the high bit at 5), so the lanes come out as 8 times its
+ * own, exactly, and are shifted back before they turn into floats. */
+PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q3) {
+    const size_t qbytes = q3 ? 384 : 768;
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K];
     PK_UNROLL
     for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m18 = _mm512_set1_epi8(0x18), m20 = _mm512_set1_epi8(0x20);
     for (int64_t i = 0; i < t->nb; i++) {
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *hdr = t->hdr + g * t->group_bytes + 72 * i, *q = t->q + g * t->group_bytes + 768 * i;
-            if (C == 1) pk_prefetch(q, 768);
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + 72 * i, *q = t->q + g * t->group_bytes + qbytes * i;
+            if (C == 1) pk_prefetch(q, qbytes);
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
             for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
@@ -604,17 +609,29 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
             for (int n = 0; n < 2; n++) {
                 PK_UNROLL
                 for (int h = 0; h < 2; h++) {
-                    const uint8_t *z = q + 192 * (2 * n + h);
-                    const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
-                    const __m512i qh = _mm512_loadu_si512(z + 128);
-                    /* (a & 0x0F) | (b & 0x30): vpternlogd with the 0x0F mask, b masked first */
-                    const __m512i u[4] = {
-                        _mm512_ternarylogic_epi32(n02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xEC),
-                        _mm512_ternarylogic_epi32(n13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xEC),
-                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(n02, 4), _mm512_and_si512(qh, m30), m4, 0xEC),
-                        _mm512_ternarylogic_epi32(_mm512_srli_epi16(n13, 4),
-                                                  _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m4, 0xEC),
-                    };
+                    __m512i u[4];
+                    if (q3) {
+                        const __m512i z = _mm512_loadu_si512(q + 64 * (2 * n + h));
+                        const __m512i hm = _mm512_loadu_si512(q + 256 + 64 * h);
+                        PK_UNROLL
+                        for (int k = 0; k < 4; k++) {
+                            /* bits 2 k, 2 k + 1 to 3, 4 (word shifts; the mask keeps each byte's own) */
+                            const __m512i lo2 = _mm512_and_si512(
+                                2 * k <= 3 ? _mm512_slli_epi16(z, 3 - 2 * k) : _mm512_srli_epi16(z, 2 * k - 3), m18);
+                            u[k] = _mm512_mask_add_epi8(
+                                lo2, _mm512_test_epi8_mask(hm, _mm512_set1_epi8((char)(1 << (4 * n + k)))), lo2, m20);
+                        }
+                    } else {
+                        const uint8_t *z = q + 192 * (2 * n + h);
+                        const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
+                        const __m512i qh = _mm512_loadu_si512(z + 128);
+                        /* (a & 0x0F) | (b & 0x30): vpternlogd with the 0x0F mask, b masked first */
+                        u[0] = _mm512_ternarylogic_epi32(n02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xEC);
+                        u[1] = _mm512_ternarylogic_epi32(n13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xEC);
+                        u[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(n02, 4), _mm512_and_si512(qh, m30), m4, 0xEC);
+                        u[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(n13, 4),
+                                                         _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m4, 0xEC);
+                    }
                     __m512i s[4];
                     PK_UNROLL
                     for (int k = 0; k < 4; k++) s[k] = pk_scale_words_i8(hdr + 8 + 4 * (2 * (4 * n + k) + h));
@@ -639,6 +656,10 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C) {
             for (int c = 0; c < C; c++) {
                 const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
                 const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+                if (q3) {
+                    l0[c] = _mm512_srai_epi32(l0[c], 3);
+                    l1[c] = _mm512_srai_epi32(l1[c], 3);
+                }
                 acc_lo[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[PK_GC(g, c)]);
                 acc_hi[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[PK_GC(g, c)]);
             }
@@ -679,12 +700,22 @@ PK_KERNEL void pk_q5_K_tile(const struct pk_tile *t) {
 
 PK_KERNEL void pk_q6_K_tile(const struct pk_tile *t) {
     if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q6_K_tile_gc(t, 2, 1);
+        pk_q6_K_tile_gc(t, 2, 1, false);
         return;
     }
-#define PK_Q6_K(C) pk_q6_K_tile_gc(t, 1, C)
+#define PK_Q6_K(C) pk_q6_K_tile_gc(t, 1, C, false)
     PK_DISPATCH_4(PK_Q6_K)
 #undef PK_Q6_K
+}
+
+PK_KERNEL void pk_q3_K_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_q6_K_tile_gc(t, 2, 1, true);
+        return;
+    }
+#define PK_Q3_K(C) pk_q6_K_tile_gc(t, 1, C, true)
+    PK_DISPATCH_4(PK_Q3_K)
+#undef PK_Q3_K
 }
 
 /* ---- F16 ------------------------------------------------------------------------------- */
@@ -1000,12 +1031,13 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
 }
 
 static const struct pk_kernels pk_avx512 = {
-    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile, .q6_K = pk_q6_K_tile,
-    .f16 = pk_f16_item,
+    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
+    .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
 };
 
 static const struct pk_kernels pk_avx512_fast = {
-    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_K = pk_q4_K_fast_tile, .q5_K = pk_q5_K_tile,
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
+    .q5_K = pk_q5_K_tile,
     .q6_K = pk_q6_K_fast_tile, .f16 = pk_f16_item,
 };
 
