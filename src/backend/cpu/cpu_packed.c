@@ -201,6 +201,17 @@ static void pk_pack_q5_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     for (int h = 0; h < 2; h++) memcpy(q + 512 + 64 * h + 16 * r, b->qh + 16 * h, 16);
 }
 
+static void pk_pack_q2_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q2_K *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    for (int j = 0; j < 16; j++) hdr[8 + 4 * j + r] = b->scales[j] & 0x0F;
+    memcpy(hdr + 72 + 2 * r, &b->dmin, 2);
+    for (int j = 0; j < 16; j++) hdr[80 + 32 * (j / 8) + 8 * r + j % 8] = b->scales[j] >> 4;
+    for (int n = 0; n < 2; n++) {
+        for (int h = 0; h < 2; h++) memcpy(q + 64 * (2 * n + h) + 16 * r, b->qs + 32 * n + 16 * h, 16);
+    }
+}
+
 /* Q6_K's header (d, the scales less their bias 32 as int8), the file's
  * 2-bit quants and high bits in 64-byte row slices. */
 static void pk_pack_q3_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
@@ -257,6 +268,7 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
     static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
                                               pk_pack_q4_K_fast };
+    static const struct pk_type q2_K = { PK_ROWS, 256, 144, 256, PK_ACT_Q8K, PK_COLS_K, pk_pack_q2_K };
     static const struct pk_type q3_K = { PK_ROWS, 256, 72, 384, PK_ACT_Q8K, PK_COLS_K, pk_pack_q3_K };
     static const struct pk_type q5_K = { PK_ROWS, 256, 80, 640, PK_ACT_Q8K, PK_COLS_K, pk_pack_q5_K };
     static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
@@ -266,6 +278,7 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : &q4_0;
         case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : &q8_0;
+        case GGML_TYPE_Q2_K: return &q2_K;
         case GGML_TYPE_Q3_K: return &q3_K;
         case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : &q4_K;
         case GGML_TYPE_Q5_K: return &q5_K;
@@ -280,6 +293,7 @@ static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return k->q4_0;
         case GGML_TYPE_Q8_0: return k->q8_0;
+        case GGML_TYPE_Q2_K: return k->q2_K;
         case GGML_TYPE_Q3_K: return k->q3_K;
         case GGML_TYPE_Q4_K: return k->q4_K;
         case GGML_TYPE_Q5_K: return k->q5_K;
@@ -559,6 +573,7 @@ static void pk_act_q8k(const float *x, int64_t k, int64_t b0, int64_t b1, block_
         memcpy(a->qs, b->qs, sizeof a->qs);
         a->d = b->d;
         for (int j = 0; j < 8; j++) a->bpairs[j] = (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
+        memcpy(a->bsums, b->bsums, sizeof a->bsums);
         for (int n = 0; n < 2; n++)
             for (int h = 0; h < 2; h++)
                 for (int p = 0; p < 2; p++)

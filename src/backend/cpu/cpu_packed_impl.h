@@ -16,6 +16,10 @@
  *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, each
  *         quant + 128 (the unsigned operand of vpdpbusd; the activations'
  *         sums take the 128 back out).
+ *   Q2_K  hdr 144: d[4], the 4-bit scales as int8 sc[16-group][row] (16 x
+ *         4 bytes, where Q6_K has them), dmin[4], then the 4-bit mins as
+ *         mn[half][row][8] (mins 8 half ..+7; 2 x 32 bytes).  q 256: as
+ *         Q3_K's first 256.
  *   Q3_K  hdr 72: as Q6_K's, the scales less their bias 32.  q 384: for
  *         n = 0..1, h = 0..1 the file's qs[32 n + 16 h ..+15] of each row
  *         (bits 2 k: chunk 4 n + k), then for h = 0..1 its hmask[16 h ..+15]
@@ -34,8 +38,9 @@
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
  * Fast mode (LLAMAC_MATMUL=fast, cpu_packed.h) packs Q4_0, Q8_0, Q4_K and
- * Q6_K in groups of PK_FAST_ROWS = 16 rows instead (Q3_K and Q5_K keep their exact layouts and kernels), for kernels whose 512-bit registers hold
- * one dword lane per row (dword lane r = 4 consecutive quants of row r), so
+ * Q6_K in groups of PK_FAST_ROWS = 16 rows instead (Q2_K, Q3_K and Q5_K
+ * keep their exact layouts and kernels), for kernels whose 512-bit
+ * registers hold one dword lane per row (dword lane r = 4 consecutive quants of row r), so
  * that one vpdpbusd with 4 activation bytes broadcast to all lanes adds 4
  * products to each of the 16 rows:
  *
@@ -68,7 +73,7 @@
  * record size.
  *   Q4_0, Q8_0: struct pk_act_q8 (80 bytes; its 16-byte pieces never cross a
  *     cache line).
- *   Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
+ *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f; Q4_K in fast mode: struct
  *     pk_act_q8k (its qs, bpairs and d); Q6_K in fast mode: struct
  *     pk_act_q8k6f.
@@ -118,11 +123,13 @@ struct pk_act_q8k {
     int8_t qs[256];
     /* Q4_K mins: bsums[2j] + bsums[2j+1], j = 0..7 */
     int16_t bpairs[8];
+    /* Q2_K mins: the sums of 16 */
+    int16_t bsums[16];
     /* Q6_K's -32 offset: for n, h, pair p, lane k: -32 times the sums of
      * elements 16 h + 4 k ..+3 of chunks 4 n + 2 p and 4 n + 2 p + 1 */
     int16_t corr6[2][2][2][4][2];
     float d;
-    uint8_t pad[44];
+    uint8_t pad[12];
 };
 _Static_assert(sizeof(struct pk_act_q8k) % 64 == 0, "pk_act_q8k records are cache-line sized");
 
@@ -208,9 +215,9 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 
 /* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
  * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
- * pk_act_q8k6f columns); q3_K and q5_K are the exact kernels in both. */
+ * pk_act_q8k6f columns); q2_K, q3_K and q5_K are the exact kernels in both. */
 struct pk_kernels {
-    pk_tile_fn q4_0, q8_0, q3_K, q4_K, q5_K, q6_K;
+    pk_tile_fn q4_0, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K;
     pk_f16_item_fn f16;
 };
 

@@ -585,22 +585,27 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
     }
 }
 
-/* Q6_K: quants 0..63 (the -32 offset comes back through the activations'
- * corr6 sums, weighted by the same scales), signed scale per 16. Q3_K (q3)
- * takes the same path with 8 (q + 4) for its quants q (-4..3: the 2 low
- * bits at 3-4, the high bit at 5), so the lanes come out as 8 times its
- * own, exactly, and are shifted back before they turn into floats. */
-PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q3) {
-    const size_t qbytes = q3 ? 384 : 768;
+/* Q6_K (bits 6): quants 0..63 (the -32 offset comes back through the
+ * activations' corr6 sums, weighted by the same scales), signed scale per
+ * 16. Q3_K (bits 3) takes the same path with 8 (q + 4) for its quants q
+ * (-4..3: the 2 low bits at 3-4, the high bit at 5), so the lanes come out
+ * as 8 times its own, exactly, and are shifted back before they turn into
+ * floats. Q2_K (bits 2): quants 0..3 as they are, unsigned scales, no
+ * offset; per block first its mins (lane k of a row: its mins 2 k, 2 k + 1
+ * times the column's 16-sums) fused with -d_y dmin into the same
+ * accumulators, as b1892 does. */
+PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
+    const bool q3 = bits == 3, q2 = bits == 2;
+    const size_t qbytes = q2 ? 256 : q3 ? 384 : 768, hbytes = q2 ? 144 : 72;
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K];
     PK_UNROLL
     for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
-    const __m512i m18 = _mm512_set1_epi8(0x18), m20 = _mm512_set1_epi8(0x20);
+    const __m512i m18 = _mm512_set1_epi8(0x18), m20 = _mm512_set1_epi8(0x20), m3 = _mm512_set1_epi8(3);
     for (int64_t i = 0; i < t->nb; i++) {
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *hdr = t->hdr + g * t->group_bytes + 72 * i, *q = t->q + g * t->group_bytes + qbytes * i;
+            const uint8_t *hdr = t->hdr + g * t->group_bytes + hbytes * i, *q = t->q + g * t->group_bytes + qbytes * i;
             if (C == 1) pk_prefetch(q, qbytes);
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
@@ -610,7 +615,11 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
                 PK_UNROLL
                 for (int h = 0; h < 2; h++) {
                     __m512i u[4];
-                    if (q3) {
+                    if (q2) {
+                        const __m512i z = _mm512_loadu_si512(q + 64 * (2 * n + h));
+                        PK_UNROLL
+                        for (int k = 0; k < 4; k++) u[k] = _mm512_and_si512(_mm512_srli_epi16(z, 2 * k), m3);
+                    } else if (q3) {
                         const __m512i z = _mm512_loadu_si512(q + 64 * (2 * n + h));
                         const __m512i hm = _mm512_loadu_si512(q + 256 + 64 * h);
                         PK_UNROLL
@@ -645,8 +654,10 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
                         for (int k = 0; k < 4; k++) {
                             l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
                         }
-                        l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
-                        l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
+                        if (!q2) {
+                            l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
+                            l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
+                        }
                         if (h) l1[c] = l; else l0[c] = l;
                     }
                 }
@@ -656,6 +667,16 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
             for (int c = 0; c < C; c++) {
                 const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
                 const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+                if (q2) {
+                    const __m512 dm = _mm512_mul_ps(pk_row_scales(hdr + 72), _mm512_set1_ps(-a->d));
+                    PK_UNROLL
+                    for (int half = 0; half < 2; half++) {
+                        const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 80 + 32 * half)));
+                        const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(mn, pk_bcast128(a->bsums + 8 * half)));
+                        __m512 *acc = half ? &acc_hi[PK_GC(g, c)] : &acc_lo[PK_GC(g, c)];
+                        *acc = _mm512_fmadd_ps(dm, m, *acc);
+                    }
+                }
                 if (q3) {
                     l0[c] = _mm512_srai_epi32(l0[c], 3);
                     l1[c] = _mm512_srai_epi32(l1[c], 3);
@@ -700,20 +721,30 @@ PK_KERNEL void pk_q5_K_tile(const struct pk_tile *t) {
 
 PK_KERNEL void pk_q6_K_tile(const struct pk_tile *t) {
     if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q6_K_tile_gc(t, 2, 1, false);
+        pk_q6_K_tile_gc(t, 2, 1, 6);
         return;
     }
-#define PK_Q6_K(C) pk_q6_K_tile_gc(t, 1, C, false)
+#define PK_Q6_K(C) pk_q6_K_tile_gc(t, 1, C, 6)
     PK_DISPATCH_4(PK_Q6_K)
 #undef PK_Q6_K
 }
 
-PK_KERNEL void pk_q3_K_tile(const struct pk_tile *t) {
+PK_KERNEL void pk_q2_K_tile(const struct pk_tile *t) {
     if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q6_K_tile_gc(t, 2, 1, true);
+        pk_q6_K_tile_gc(t, 2, 1, 2);
         return;
     }
-#define PK_Q3_K(C) pk_q6_K_tile_gc(t, 1, C, true)
+#define PK_Q2_K(C) pk_q6_K_tile_gc(t, 1, C, 2)
+    PK_DISPATCH_4(PK_Q2_K)
+#undef PK_Q2_K
+}
+
+PK_KERNEL void pk_q3_K_tile(const struct pk_tile *t) {
+    if (t->ncols == 1 && t->ngroups == 2) {
+        pk_q6_K_tile_gc(t, 2, 1, 3);
+        return;
+    }
+#define PK_Q3_K(C) pk_q6_K_tile_gc(t, 1, C, 3)
     PK_DISPATCH_4(PK_Q3_K)
 #undef PK_Q3_K
 }
@@ -1031,12 +1062,12 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
 }
 
 static const struct pk_kernels pk_avx512 = {
-    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
+    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
     .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
 };
 
 static const struct pk_kernels pk_avx512_fast = {
-    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
     .q5_K = pk_q5_K_tile,
     .q6_K = pk_q6_K_fast_tile, .f16 = pk_f16_item,
 };
