@@ -204,9 +204,8 @@ static void pk_pack_q5_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
 static void pk_pack_q2_K(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     const block_q2_K *b = block;
     memcpy(hdr + 2 * r, &b->d, 2);
-    for (int j = 0; j < 16; j++) hdr[8 + 4 * j + r] = b->scales[j] & 0x0F;
+    for (int j = 0; j < 16; j++) hdr[8 + 4 * j + r] = b->scales[j];
     memcpy(hdr + 72 + 2 * r, &b->dmin, 2);
-    for (int j = 0; j < 16; j++) hdr[80 + 32 * (j / 8) + 8 * r + j % 8] = b->scales[j] >> 4;
     for (int n = 0; n < 2; n++) {
         for (int h = 0; h < 2; h++) memcpy(q + 64 * (2 * n + h) + 16 * r, b->qs + 32 * n + 16 * h, 16);
     }
@@ -268,7 +267,7 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
     static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
                                               pk_pack_q4_K_fast };
-    static const struct pk_type q2_K = { PK_ROWS, 256, 144, 256, PK_ACT_Q8K, PK_COLS_K, pk_pack_q2_K };
+    static const struct pk_type q2_K = { PK_ROWS, 256, 80, 256, PK_ACT_Q8K, PK_COLS_K, pk_pack_q2_K };
     static const struct pk_type q3_K = { PK_ROWS, 256, 72, 384, PK_ACT_Q8K, PK_COLS_K, pk_pack_q3_K };
     static const struct pk_type q5_K = { PK_ROWS, 256, 80, 640, PK_ACT_Q8K, PK_COLS_K, pk_pack_q5_K };
     static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };

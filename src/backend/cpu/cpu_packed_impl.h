@@ -16,10 +16,9 @@
  *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, each
  *         quant + 128 (the unsigned operand of vpdpbusd; the activations'
  *         sums take the 128 back out).
- *   Q2_K  hdr 144: d[4], the 4-bit scales as int8 sc[16-group][row] (16 x
- *         4 bytes, where Q6_K has them), dmin[4], then the 4-bit mins as
- *         mn[half][row][8] (mins 8 half ..+7; 2 x 32 bytes).  q 256: as
- *         Q3_K's first 256.
+ *   Q2_K  hdr 80: d[4], the file's scale bytes (4-bit scale | 4-bit min
+ *         << 4) as sc[16-group][row] (16 x 4 bytes, where Q6_K has its
+ *         scales), dmin[4].  q 256: as Q3_K's first 256. (The file's size.)
  *   Q3_K  hdr 72: as Q6_K's, the scales less their bias 32.  q 384: for
  *         n = 0..1, h = 0..1 the file's qs[32 n + 16 h ..+15] of each row
  *         (bits 2 k: chunk 4 n + k), then for h = 0..1 its hmask[16 h ..+15]

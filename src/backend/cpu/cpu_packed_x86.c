@@ -590,13 +590,17 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
  * 16. Q3_K (bits 3) takes the same path with 8 (q + 4) for its quants q
  * (-4..3: the 2 low bits at 3-4, the high bit at 5), so the lanes come out
  * as 8 times its own, exactly, and are shifted back before they turn into
- * floats. Q2_K (bits 2): quants 0..3 as they are, unsigned scales, no
- * offset; per block first its mins (lane k of a row: its mins 2 k, 2 k + 1
+ * floats. Q2_K (bits 2): quants 0..3 as they are, no offset, its 4-bit
+ * scales the low nibbles of the file's bytes; per block first its mins
+ * (the high nibbles) (lane k of a row: its mins 2 k, 2 k + 1
  * times the column's 16-sums) fused with -d_y dmin into the same
  * accumulators, as b1892 does. */
 PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
     const bool q3 = bits == 3, q2 = bits == 2;
-    const size_t qbytes = q2 ? 256 : q3 ? 384 : 768, hbytes = q2 ? 144 : 72;
+    const size_t qbytes = q2 ? 256 : q3 ? 384 : 768, hbytes = q2 ? 80 : 72;
+    /* Q2_K: the bytes of 8 sub-blocks' scales (sc[j][row]) as words, row r's 8 to its 128-bit lane */
+    const __m512i by_row = _mm512_set_epi16(31, 27, 23, 19, 15, 11, 7, 3, 30, 26, 22, 18, 14, 10, 6, 2, 29, 25, 21, 17, 13,
+                                            9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K];
     PK_UNROLL
     for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = _mm512_setzero_ps();
@@ -643,7 +647,10 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
                     }
                     __m512i s[4];
                     PK_UNROLL
-                    for (int k = 0; k < 4; k++) s[k] = pk_scale_words_i8(hdr + 8 + 4 * (2 * (4 * n + k) + h));
+                    for (int k = 0; k < 4; k++) {
+                        const uint8_t *sc = hdr + 8 + 4 * (2 * (4 * n + k) + h);
+                        s[k] = q2 ? _mm512_and_si512(pk_scale_words_u8(sc), _mm512_set1_epi16(0x0F)) : pk_scale_words_i8(sc);
+                    }
                     const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
                     const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
                     PK_UNROLL
@@ -671,7 +678,10 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
                     const __m512 dm = _mm512_mul_ps(pk_row_scales(hdr + 72), _mm512_set1_ps(-a->d));
                     PK_UNROLL
                     for (int half = 0; half < 2; half++) {
-                        const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 80 + 32 * half)));
+                        const __m512i mn = _mm512_srli_epi16(
+                            _mm512_permutexvar_epi16(
+                                by_row, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 8 + 32 * half)))),
+                            4);
                         const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(mn, pk_bcast128(a->bsums + 8 * half)));
                         __m512 *acc = half ? &acc_hi[PK_GC(g, c)] : &acc_lo[PK_GC(g, c)];
                         *acc = _mm512_fmadd_ps(dm, m, *acc);
