@@ -42,6 +42,19 @@ static inline int quant_nearest_int(float f) { return quant_int_of_biased(f + 12
 /* nearest_int(a * b) with the product not rounded first (fused, as b1892's build). */
 static inline int quant_nearest_int_fma(float a, float b) { return quant_int_of_biased(fmaf(a, b, 12582912.f)); }
 
+/* The scale searches' inner loops call fmaf: on x86-64 each also has a clone
+ * built for FMA, which the loader picks where the CPU has it (ifunc), so
+ * that those are one instruction instead of a libm call. The bytes are the
+ * same: fmaf rounds once either way. */
+#if defined(__x86_64__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define QUANT_FMA_CLONES __attribute__((target_clones("fma", "default")))
+#endif
+#endif
+#ifndef QUANT_FMA_CLONES
+#define QUANT_FMA_CLONES
+#endif
+
 /* ---- SIMD variants by instruction set (quant_simd.h): quant_x86.c, quant_neon.c -- */
 struct quant_kernels;
 enum quant_isa;

@@ -21,7 +21,7 @@
 /* Symmetric quants L[i] in [0, 2*nmax) (offset by nmax) with the
  * weighted-least-squares scale over 19 trial scales; weights NULL = x^2.
  * (b1892 make_qx_quants, rmse_type 1.) */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *weights) {
+QUANT_FMA_CLONES static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const float *weights) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         const float ax = fabsf(x[i]);
@@ -75,7 +75,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L, const fl
 
 /* Symmetric 3-bit quants refined one element at a time (weights x^2),
  * L[i] in [0, 2*nmax). (b1892 make_q3_quants with do_rmse.) */
-static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
+QUANT_FMA_CLONES static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
     float max = 0, amax = 0;
     for (int i = 0; i < n; i++) {
         const float ax = fabsf(x[i]);
@@ -126,7 +126,7 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
  * Tries nstep+1 scales around nmax/(max-min) and keeps the one with the
  * smallest weighted error (absolute when use_mad, else squared).
  * (b1892 make_qkx2_quants; make_qkx3_quants is the same with weights given.) */
-static float make_qkx_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
+QUANT_FMA_CLONES static float make_qkx_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
                              bool use_mad) {
     float min = x[0], max = x[0];
@@ -196,7 +196,7 @@ static float make_qkx_quants(int n, int nmax, const float *x, const float *weigh
 
 /* Non-negative quants L[i] in [0, nmax] for non-negative x (the sub-block
  * scales and mins of Q2_K), weighted by quant_weights. (b1892 make_qp_quants.) */
-static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
+QUANT_FMA_CLONES static float make_qp_quants(int n, int nmax, const float *x, uint8_t *L, const float *quant_weights) {
     float max = 0;
     for (int i = 0; i < n; i++) max = MAX(max, x[i]);
     if (!max) {
