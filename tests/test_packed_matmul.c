@@ -131,8 +131,9 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
  * chunks-only schedule of more threads than CPUs). An odd row count gives
  * regions of different lengths. */
 static void check_long_matvec(struct cpu_threadpool *pool) {
-    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                                            GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_F16 };
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
+                                            GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
+                                            GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         struct tensor_ctx *ctx = tensor_ctx_new(16, 16 << 20);
         struct tensor *w = tensor_new_2d(ctx, types[i], 512, 2003);
@@ -320,8 +321,9 @@ int main(void) {
     const int over = cpu_usable_cpus() + 1 < 512 ? cpu_usable_cpus() + 1 : 512;
     if (over > 3) g_thread_counts[g_n_thread_counts++] = over;
     struct cpu_threadpool *pool = cpu_threadpool_new(over > 3 ? over : 3);
-    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K,
-                                            GGML_TYPE_Q4_K, GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
+                                            GGML_TYPE_Q8_0, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
+                                            GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
     check_long_matvec(pool);
     check_f16_slices(pool);

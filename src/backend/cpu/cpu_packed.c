@@ -139,6 +139,34 @@ static void pk_pack_q4_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     memcpy(q + 16 * r, b->qs, 16);
 }
 
+/* A Q5 block's fifth bits: elements 0..15 of row r at 2 r, 16..31 at 8 + 2 r. */
+static void pk_pack_fifth_bits(const uint8_t qh[4], int r, uint8_t *bits) {
+    memcpy(bits + 2 * r, qh, 2);
+    memcpy(bits + 8 + 2 * r, qh + 2, 2);
+}
+
+static void pk_pack_q5_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q5_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    pk_pack_fifth_bits(b->qh, r, hdr + 8);
+    memcpy(q + 16 * r, b->qs, 16);
+}
+
+static void pk_pack_q4_1(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_1 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(hdr + 8 + 2 * r, &b->m, 2);
+    memcpy(q + 16 * r, b->qs, 16);
+}
+
+static void pk_pack_q5_1(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q5_1 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(hdr + 8 + 2 * r, &b->m, 2);
+    pk_pack_fifth_bits(b->qh, r, hdr + 16);
+    memcpy(q + 16 * r, b->qs, 16);
+}
+
 static void pk_pack_q8_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     const block_q8_0 *b = block;
     memcpy(hdr + 2 * r, &b->d, 2);
@@ -262,6 +290,9 @@ static void pk_pack_q6_K_fast(const void *block, int r, uint8_t *hdr, uint8_t *q
 static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_0 = { PK_ROWS, 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
     static const struct pk_type q8_0 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
+    static const struct pk_type q5_0 = { PK_ROWS, 32, 24, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_0 };
+    static const struct pk_type q4_1 = { PK_ROWS, 32, 16, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_1 };
+    static const struct pk_type q5_1 = { PK_ROWS, 32, 32, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_1 };
     static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_fast };
     static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_fast };
     static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
@@ -277,6 +308,9 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : &q4_0;
         case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : &q8_0;
+        case GGML_TYPE_Q5_0: return &q5_0;
+        case GGML_TYPE_Q4_1: return &q4_1;
+        case GGML_TYPE_Q5_1: return &q5_1;
         case GGML_TYPE_Q2_K: return &q2_K;
         case GGML_TYPE_Q3_K: return &q3_K;
         case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : &q4_K;
@@ -292,6 +326,9 @@ static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return k->q4_0;
         case GGML_TYPE_Q8_0: return k->q8_0;
+        case GGML_TYPE_Q5_0: return k->q5_0;
+        case GGML_TYPE_Q4_1: return k->q4_1;
+        case GGML_TYPE_Q5_1: return k->q5_1;
         case GGML_TYPE_Q2_K: return k->q2_K;
         case GGML_TYPE_Q3_K: return k->q3_K;
         case GGML_TYPE_Q4_K: return k->q4_K;
@@ -503,7 +540,7 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
             const size_t compute = pk_pad64(pk_f16_scratch_floats(k) * sizeof(float));
             return init > compute ? init : compute;
         }
-        case PK_ACT_Q8:
+        case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_1)); /* the larger */
         case PK_ACT_Q8F: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
         default: return pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
     }
@@ -530,19 +567,26 @@ static uint8_t *pk_act_at(uint8_t *act, const struct pk_type *pt, int64_t nb, in
 
 /* Blocks [b0, b1) of one column as Q8_0 records (the trait table's Q8_0
  * activation quantizer; a block's record depends on its elements only). */
-static void pk_act_q8(const float *x, int64_t k, int64_t b0, int64_t b1, int bias, block_q8_0 *tmp, uint8_t *act,
-                      const struct pk_type *pt, int64_t col) {
-    type_traits_get(GGML_TYPE_Q8_0)->from_float(x + 32 * b0, tmp, 32 * (b1 - b0));
+static void pk_act_q8(const float *x, int64_t k, int64_t b0, int64_t b1, int bias, bool q8_1, void *tmp,
+                      uint8_t *act, const struct pk_type *pt, int64_t col) {
+    type_traits_get(q8_1 ? GGML_TYPE_Q8_1 : GGML_TYPE_Q8_0)->from_float(x + 32 * b0, tmp, 32 * (b1 - b0));
     for (int64_t i = b0; i < b1; i++) {
-        const block_q8_0 *b = &tmp[i - b0];
         struct pk_act_q8 *a = (struct pk_act_q8 *)pk_act_at(act, pt, k / 32, col, i);
         memset(a, 0, sizeof *a);
-        memcpy(a->qs, b->qs, 32);
+        if (q8_1) {
+            const block_q8_1 *b = (const block_q8_1 *)tmp + (i - b0);
+            memcpy(a->qs, b->qs, 32);
+            a->d = b->d;
+            a->s = b->s;
+        } else {
+            const block_q8_0 *b = (const block_q8_0 *)tmp + (i - b0);
+            memcpy(a->qs, b->qs, 32);
+            a->d = fp16_to_fp32(b->d);
+        }
         for (int l = 0; l < 8; l++) {
-            const int8_t *q = b->qs + 4 * l;
+            const int8_t *q = a->qs + 4 * l;
             a->corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
         }
-        a->d = fp16_to_fp32(b->d);
     }
 }
 
@@ -631,9 +675,13 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
             type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + r * pk_f16_stride(k) + e0, n);
             continue;
         }
-        const int bias = w->type == GGML_TYPE_Q4_0 ? 8 : 128;
+        const int bias = w->type == GGML_TYPE_Q4_0   ? 8
+                         : w->type == GGML_TYPE_Q5_0 ? 16
+                         : w->type == GGML_TYPE_Q8_0 ? 128
+                                                     : 0; /* Q4_1, Q5_1: unsigned quants, the mins apart */
         if (pt->act == PK_ACT_Q8) {
-            pk_act_q8(src, k, b0, b1, bias, scratch, act, pt, r);
+            const bool q8_1 = type_traits_get(w->type)->vec_dot_type == GGML_TYPE_Q8_1;
+            pk_act_q8(src, k, b0, b1, bias, q8_1, scratch, act, pt, r);
         } else if (pt->act == PK_ACT_Q8F) {
             pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, r);
         } else if (pt->act == PK_ACT_Q8K6F) {

@@ -16,6 +16,10 @@
  *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, each
  *         quant + 128 (the unsigned operand of vpdpbusd; the activations'
  *         sums take the 128 back out).
+ *   Q5_0  hdr 24: d, then the fifth bits of elements 0..15 of rows 0..3 (16
+ *         bits a row), then of elements 16..31.  q 64: as Q4_0.
+ *   Q4_1  hdr 16: d, then the mins m.  q 64: as Q4_0.
+ *   Q5_1  hdr 32: d, m, then the fifth bits as Q5_0's.  q 64: as Q4_0.
  *   Q2_K  hdr 80: d[4], the file's scale bytes (4-bit scale | 4-bit min
  *         << 4) as sc[16-group][row] (16 x 4 bytes, where Q6_K has its
  *         scales), dmin[4].  q 256: as Q3_K's first 256. (The file's size.)
@@ -37,8 +41,8 @@
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
  * Fast mode (LLAMAC_MATMUL=fast, cpu_packed.h) packs Q4_0, Q8_0, Q4_K and
- * Q6_K in groups of PK_FAST_ROWS = 16 rows instead (Q2_K, Q3_K and Q5_K
- * keep their exact layouts and kernels), for kernels whose 512-bit
+ * Q6_K in groups of PK_FAST_ROWS = 16 rows instead (the other types keep
+ * their exact layouts and kernels), for kernels whose 512-bit
  * registers hold one dword lane per row (dword lane r = 4 consecutive quants of row r), so
  * that one vpdpbusd with 4 activation bytes broadcast to all lanes adds 4
  * products to each of the 16 rows:
@@ -70,8 +74,8 @@
  * filled): for block i, the records of the tile's columns one after the
  * other, so a micro-kernel reads (block i, column c) at tile + (i TC + c) *
  * record size.
- *   Q4_0, Q8_0: struct pk_act_q8 (80 bytes; its 16-byte pieces never cross a
- *     cache line).
+ *   Q4_0, Q5_0, Q8_0, Q4_1, Q5_1: struct pk_act_q8 (80 bytes; its 16-byte
+ *     pieces never cross a cache line).
  *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f; Q4_K in fast mode: struct
  *     pk_act_q8k (its qs, bpairs and d); Q6_K in fast mode: struct
@@ -96,14 +100,15 @@
 
 static inline size_t pk_pad64(size_t n) { return (n + 63) & ~(size_t)63; }
 
-/* One Q8_0 block of a column for the Q4_0/Q8_0 kernels: corr[k] = -bias *
- * (qs[4k] + .. + qs[4k+3]), bias 8 for Q4_0 and 128 for Q8_0, so the integer
- * lanes start from it; d as a float. */
+/* One Q8_0 block of a column (Q8_1 for Q4_1 and Q5_1) for the legacy
+ * kernels: corr[k] = -bias * (qs[4k] + .. + qs[4k+3]), bias 8 for Q4_0, 16
+ * for Q5_0, 128 for Q8_0 and 0 for Q4_1/Q5_1, so the integer lanes start
+ * from it; d as a float; s the Q8_1 block's d x (the sum of qs). */
 struct pk_act_q8 {
     int8_t qs[32];
     int32_t corr[8];
-    float d;
-    uint8_t pad[12];
+    float d, s;
+    uint8_t pad[8];
 };
 _Static_assert(sizeof(struct pk_act_q8) == 80, "pk_act_q8 record");
 
@@ -214,9 +219,9 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 
 /* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
  * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
- * pk_act_q8k6f columns); q2_K, q3_K and q5_K are the exact kernels in both. */
+ * pk_act_q8k6f columns); the other types' are the exact kernels in both. */
 struct pk_kernels {
-    pk_tile_fn q4_0, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K;
+    pk_tile_fn q4_0, q8_0, q5_0, q4_1, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K;
     pk_f16_item_fn f16;
 };
 

@@ -85,24 +85,55 @@ PK_FN void pk_store_rows(__m512 lo, __m512 hi, __m512 m, float *dst, int nrows, 
     _mm_mask_storeu_ps(dst, (__mmask8)((1u << nrows) - 1), r);
 }
 
-/* Q4_0 / Q8_0 rows against PK_ACT_Q8 columns; C is a constant after inlining. */
-PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
+/* The legacy types on PK_ACT_Q8 columns. */
+enum pk_legacy { PK_Q8_0, PK_Q4_0, PK_Q5_0, PK_Q4_1, PK_Q5_1 };
+
+static inline size_t pk_legacy_hdr(enum pk_legacy kind) {
+    return kind == PK_Q5_1 ? 32 : kind == PK_Q5_0 ? 24 : kind == PK_Q4_1 ? 16 : 8;
+}
+
+/* A block's weight registers for 4 rows (elements 0..15 and 16..31): Q8_0
+ * bytes as packed; nibbles unpacked; with the fifth bits (row r's 16 bits at
+ * 2 r of each 8-byte mask: bit l is byte 16 r + l) adding 16. */
+PK_FN void pk_legacy_weights(enum pk_legacy kind, const uint8_t *q, const uint8_t *hdr, __m512i *lo, __m512i *hi) {
+    if (kind == PK_Q8_0) {
+        *lo = _mm512_loadu_si512(q);
+        *hi = _mm512_loadu_si512(q + 64);
+        return;
+    }
+    const __m512i z = _mm512_loadu_si512(q), m4 = _mm512_set1_epi8(0x0F);
+    *lo = _mm512_and_si512(z, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
+    if (kind == PK_Q5_0 || kind == PK_Q5_1) {
+        const uint8_t *bits = hdr + (kind == PK_Q5_1 ? 16 : 8);
+        uint64_t klo, khi;
+        memcpy(&klo, bits, 8);
+        memcpy(&khi, bits + 8, 8);
+        *lo = _mm512_mask_add_epi8(*lo, (__mmask64)klo, *lo, _mm512_set1_epi8(16));
+        *hi = _mm512_mask_add_epi8(*hi, (__mmask64)khi, *hi, _mm512_set1_epi8(16));
+    }
+}
+
+/* Q4_1 / Q5_1: the row's min times the column's s (d_a x its sum), fused
+ * into the row's first min lane alone (the reduction adds b1892's scalar
+ * sum of them). */
+PK_FN __m512 pk_legacy_mins(const uint8_t *hdr, float s, __m512 acc_m) {
+    return _mm512_mask3_fmadd_ps(pk_row_scales(hdr + 8), _mm512_set1_ps(s), acc_m, (__mmask16)0x1111);
+}
+
+/* Legacy rows against PK_ACT_Q8 columns; C is a constant after inlining. */
+PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const enum pk_legacy kind) {
     const int64_t nb = t->nb;
-    const size_t qbytes = q4 ? 64 : 128;
-    __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8];
+    const size_t qbytes = kind == PK_Q8_0 ? 128 : 64, hbytes = pk_legacy_hdr(kind);
+    const bool mins = kind == PK_Q4_1 || kind == PK_Q5_1;
+    __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8], acc_m[PK_COLS_Q8];
     PK_UNROLL
-    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
+    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = acc_m[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *hdr = t->hdr + hbytes * i;
         __m512i lo, hi;
-        if (q4) {
-            const __m512i q = _mm512_loadu_si512(t->q + qbytes * i), m4 = _mm512_set1_epi8(0x0F);
-            lo = _mm512_and_si512(q, m4);
-            hi = _mm512_and_si512(_mm512_srli_epi16(q, 4), m4);
-        } else {
-            lo = _mm512_loadu_si512(t->q + qbytes * i);
-            hi = _mm512_loadu_si512(t->q + qbytes * i + 64);
-        }
-        const __m512 dx = pk_row_scales(t->hdr + 8 * i);
+        pk_legacy_weights(kind, t->q + qbytes * i, hdr, &lo, &hi);
+        const __m512 dx = pk_row_scales(hdr);
         PK_UNROLL
         for (int c = 0; c < C; c++) {
             const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8 + c;
@@ -111,22 +142,24 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const bool q4) {
             const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
             acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ilo), acc_lo[c]);
             acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(ihi), acc_hi[c]);
+            if (mins) acc_m[c] = pk_legacy_mins(hdr, a->s, acc_m[c]);
         }
     }
     PK_UNROLL
-    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
+    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_m[c], t->dst + c * t->dst_stride, t->nrows, mins);
 }
 
 /* Matrix-vector: G groups (G x 4 rows, consecutive in memory) against one
  * column, the column's loads shared; each group's outputs follow the same
  * operations as in pk_q8fam_tile. More independent rows in flight keep
  * more of the weights' stream moving. */
-PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const bool q4) {
+PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const enum pk_legacy kind) {
     const int64_t nb = t->nb;
-    const size_t qbytes = q4 ? 64 : 128;
-    __m512 acc_lo[2], acc_hi[2];
+    const size_t qbytes = kind == PK_Q8_0 ? 128 : 64, hbytes = pk_legacy_hdr(kind);
+    const bool mins = kind == PK_Q4_1 || kind == PK_Q5_1;
+    __m512 acc_lo[2], acc_hi[2], acc_m[2];
     PK_UNROLL
-    for (int g = 0; g < G; g++) acc_lo[g] = acc_hi[g] = _mm512_setzero_ps();
+    for (int g = 0; g < G; g++) acc_lo[g] = acc_hi[g] = acc_m[g] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
         const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8;
         const __m512i ylo = pk_bcast128(a->qs), yhi = pk_bcast128(a->qs + 16);
@@ -134,26 +167,20 @@ PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const bool q4) {
         const __m512 dy = _mm512_set1_ps(a->d);
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
+            const uint8_t *q = t->q + g * t->group_bytes + qbytes * i, *hdr = t->hdr + g * t->group_bytes + hbytes * i;
             pk_prefetch(q, qbytes);
             __m512i lo, hi;
-            if (q4) {
-                const __m512i z = _mm512_loadu_si512(q), m4 = _mm512_set1_epi8(0x0F);
-                lo = _mm512_and_si512(z, m4);
-                hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-            } else {
-                lo = _mm512_loadu_si512(q);
-                hi = _mm512_loadu_si512(q + 64);
-            }
-            const __m512 d = _mm512_mul_ps(pk_row_scales(t->hdr + g * t->group_bytes + 8 * i), dy);
+            pk_legacy_weights(kind, q, hdr, &lo, &hi);
+            const __m512 d = _mm512_mul_ps(pk_row_scales(hdr), dy);
             acc_lo[g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(clo, lo, ylo)), acc_lo[g]);
             acc_hi[g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(chi, hi, yhi)), acc_hi[g]);
+            if (mins) acc_m[g] = pk_legacy_mins(hdr, a->s, acc_m[g]);
         }
     }
     PK_UNROLL
     for (int g = 0; g < G; g++) {
         const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
-        pk_store_rows(acc_lo[g], acc_hi[g], acc_lo[g], t->dst + PK_ROWS * g, nrows, false);
+        pk_store_rows(acc_lo[g], acc_hi[g], acc_m[g], t->dst + PK_ROWS * g, nrows, mins);
     }
 }
 
@@ -249,27 +276,25 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         default: body(4); break;              \
     }
 
-PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) {
-    if (t->ncols == 1) {
-        if (t->ngroups == 2) pk_q8fam_vec(t, 2, true);
-        else pk_q8fam_vec(t, 1, true);
-        return;
+/* The legacy tiles: two groups of rows for one column, else up to 8 columns. */
+#define PK_LEGACY_TILE(name, KIND)                                     \
+    PK_KERNEL void name(const struct pk_tile *t) {                     \
+        const enum pk_legacy kind = KIND;                              \
+        if (t->ncols == 1) {                                           \
+            if (t->ngroups == 2) pk_q8fam_vec(t, 2, kind);             \
+            else pk_q8fam_vec(t, 1, kind);                             \
+            return;                                                    \
+        }                                                              \
+        PK_DISPATCH_8(PK_LEGACY_COLS)                                  \
     }
-#define PK_Q4_0(C) pk_q8fam_tile(t, C, true)
-    PK_DISPATCH_8(PK_Q4_0)
-#undef PK_Q4_0
-}
-
-PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) {
-    if (t->ncols == 1) {
-        if (t->ngroups == 2) pk_q8fam_vec(t, 2, false);
-        else pk_q8fam_vec(t, 1, false);
-        return;
-    }
-#define PK_Q8_0(C) pk_q8fam_tile(t, C, false)
-    PK_DISPATCH_8(PK_Q8_0)
-#undef PK_Q8_0
-}
+#define PK_LEGACY_COLS(C) pk_q8fam_tile(t, C, kind)
+PK_LEGACY_TILE(pk_q4_0_tile, PK_Q4_0)
+PK_LEGACY_TILE(pk_q8_0_tile, PK_Q8_0)
+PK_LEGACY_TILE(pk_q5_0_tile, PK_Q5_0)
+PK_LEGACY_TILE(pk_q4_1_tile, PK_Q4_1)
+PK_LEGACY_TILE(pk_q5_1_tile, PK_Q5_1)
+#undef PK_LEGACY_COLS
+#undef PK_LEGACY_TILE
 
 #define PK_DISPATCH_FAST(body)            \
     switch (t->ncols) {                   \
@@ -1072,12 +1097,14 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
 }
 
 static const struct pk_kernels pk_avx512 = {
-    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
+    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
+    .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
     .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
 };
 
 static const struct pk_kernels pk_avx512_fast = {
-    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
+    .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
     .q5_K = pk_q5_K_tile,
     .q6_K = pk_q6_K_fast_tile, .f16 = pk_f16_item,
 };
