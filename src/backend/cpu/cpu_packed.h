@@ -10,8 +10,9 @@
  * reduction) are the scalar ones. The tiles only compute many outputs at
  * once: a 512-bit register holds the lanes of several rows.
  *
- * Packed weights (Q4_0, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K; on x86-64 with
- * AVX-512 VNNI): rows in groups of 4 (16 in the fast mode, below), each block's rows side by
+ * Packed weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K;
+ * on x86-64 with AVX-512 VNNI): rows in groups of 4 (16 in the fast mode,
+ * below), each block's rows side by
  * side so that one load feeds vpdpbusd without shuffles (see
  * cpu_packed_impl.h). The packed copy lives in anonymous memory (its own, or
  * a model's arena), described by the tensor's `extra`; the file's layout on
@@ -55,8 +56,8 @@
  * (|isum| <= 16 x 128 x 16 x 32 x 128 < 2^31.) cpu_fast_mode_dot is this definition
  * in scalar C; the fast kernels reproduce it bit for bit. The mode is fixed
  * at the first use of this module: the two modes pack differently, and a
- * model holds one packed copy. Other weight types are unaffected (Q2_K,
- * Q3_K and Q5_K keep their exact packed kernels).
+ * model holds one packed copy. Other weight types are unaffected (the other
+ * packed types keep their exact kernels).
  */
 #ifndef LLAMAC_BACKEND_CPU_CPU_PACKED_H
 #define LLAMAC_BACKEND_CPU_CPU_PACKED_H
