@@ -125,6 +125,59 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
            cpu_packed_type(type) ? "" : " (type not packed here)");
 }
 
+/* mul_mat_id takes the packed path when every expert has it (F16 experts:
+ * for one column only): each column the product of the expert its id
+ * selects, bit for bit, one column (generation, the threads sharing the
+ * rows) or several (each thread whole columns); an id out of range fails
+ * the computation instead of reading past the experts. */
+static void check_mul_mat_id(struct cpu_threadpool *pool) {
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q5_K, GGML_TYPE_F16 };
+    enum { N_AS = 4 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        for (int64_t ncols = 1; ncols <= 5; ncols += 4) {
+            struct tensor_ctx *ctx = tensor_ctx_new(32, 16 << 20);
+            struct tensor *as[N_AS];
+            for (int e = 0; e < N_AS; e++) {
+                as[e] = tensor_new_2d(ctx, types[i], 512, 203);
+                fill_weight(as[e], e % 2 == 1);
+                CHECK(cpu_repack_weight(as[e]));
+            }
+            struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 512, ncols);
+            struct tensor *ids = tensor_new_2d(ctx, GGML_TYPE_I32, 2, ncols);
+            for (int64_t e = 0; e < tensor_nelements(x); e++) ((float *)x->data)[e] = test_rand_uniform(&g_rng, -2, 2);
+            struct tensor *out = op_mul_mat_id(ctx, as, N_AS, ids, 1, x);
+            struct graph *g = graph_new(ctx, 8);
+            CHECK(graph_build_forward(g, out));
+            /* the packed path wherever it runs */
+            CHECK(cpu_fast_mul_mat_id_applies(out) == (cpu_packed_f16_available(512) && (types[i] != GGML_TYPE_F16 || ncols == 1)));
+            int bad = 0;
+            for (int32_t e = 0; e < N_AS; e++) {
+                for (int64_t c = 0; c < ncols; c++) {
+                    const int32_t sel[2] = { (e + 1) % N_AS, (int32_t)((e + c) % N_AS) };
+                    memcpy((int32_t *)ids->data + 2 * c, sel, sizeof sel);
+                }
+                for (int t = 0; t < g_n_thread_counts; t++) {
+                    memset(out->data, 0xff, tensor_nbytes(out));
+                    CHECK(cpu_graph_compute(pool, g, g_thread_counts[t], NULL, NULL));
+                    for (int64_t c = 0; c < ncols; c++) {
+                        for (int64_t r = 0; r < out->ne[0]; r++) {
+                            const float want = reference(as[(e + c) % N_AS], x, r, c, 0, 0);
+                            bad += memcmp((const float *)out->data + c * out->ne[0] + r, &want, 4) != 0;
+                        }
+                    }
+                }
+            }
+            CHECK_MSG(bad == 0, "mul_mat_id %s, %lld columns: %d outputs differ from the reference", type_name(types[i]),
+                      (long long)ncols, bad);
+            const int32_t wrong[2] = { 0, N_AS };
+            memcpy((int32_t *)ids->data + 2 * (ncols - 1), wrong, sizeof wrong);
+            CHECK(!cpu_graph_compute(pool, g, 2, NULL, NULL));
+            for (int e = 0; e < N_AS; e++) cpu_repack_release(as[e]);
+            tensor_ctx_free(ctx);
+        }
+    }
+}
+
 /* Matrix-vector products long enough that each thread streams its own
  * region and the tails are claimed in chunks (pk_vec_next): every row
  * computed once, with each of g_thread_counts (the last takes the
@@ -326,6 +379,7 @@ int main(void) {
                                             GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
     check_long_matvec(pool);
+    check_mul_mat_id(pool);
     check_f16_slices(pool);
     check_masked(pool, 200, 150); /* row blocks of pk_f16_rows(64) */
     check_masked(pool, 600, 530); /* two column blocks */

@@ -508,7 +508,7 @@ static bool pack_weights(struct llama_model *model, const struct llama_model_par
     *packed = NULL;
     *n_packed = 0;
     if (!params->use_mmap) return true;
-    enum { N_PER_LAYER = 7 };
+    enum { N_DENSE = 7, N_PER_LAYER = N_DENSE + 3 * LLAMA_MAX_EXPERTS };
     const uint32_t n_layer = model->hparams.n_layer;
     const size_t cap = (size_t)n_layer * N_PER_LAYER + 1;
     struct pack_job job = { .model = model };
@@ -527,8 +527,14 @@ static bool pack_weights(struct llama_model *model, const struct llama_model_par
             if (model->output != model->tok_embd) mats[0] = model->output;
         } else {
             const struct llama_layer *l = &model->layers[i];
-            struct tensor *m[N_PER_LAYER] = { l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_down, l->ffn_up };
+            struct tensor *m[N_DENSE] = { l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_down, l->ffn_up };
             memcpy(mats, m, sizeof m);
+            /* experts (mul_mat_id takes the packed path for one token) */
+            for (int e = 0; e < LLAMA_MAX_EXPERTS; e++) {
+                mats[N_DENSE + 3 * e] = l->ffn_gate_exp[e];
+                mats[N_DENSE + 3 * e + 1] = l->ffn_down_exp[e];
+                mats[N_DENSE + 3 * e + 2] = l->ffn_up_exp[e];
+            }
         }
         for (int j = 0; j < N_PER_LAYER; j++) {
             const size_t size = mats[j] ? cpu_repack_size(mats[j]) : 0;

@@ -1,5 +1,7 @@
 /*
  * Matrix products: mul_mat, mul_mat_id (mixture of experts), out_prod.
+ * Products of packed (or F16) weights go to cpu_packed.h: mul_mat's, and
+ * mul_mat_id's of one column.
  *
  * As b1892 (ggml_compute_forward_mul_mat): src1 (the activations) is first
  * converted to the weight type's vec_dot type — F32 weights keep F32, F16
@@ -227,6 +229,10 @@ const struct cpu_op_desc cpu_desc_mul_mat = {
 
 static void cpu_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *ids = dst->src[0], *x = dst->src[1], *w0 = dst->src[2];
+    if (cpu_fast_mul_mat_id_applies(dst)) {
+        cpu_fast_mul_mat_id(task, dst);
+        return;
+    }
     if (task->phase == CPU_PHASE_INIT) {
         cpu_conv_src1(task, w0, x);
         return;
@@ -257,6 +263,7 @@ static void cpu_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
 }
 
 static size_t cpu_mul_mat_id_work(const struct tensor *dst, int n_threads) {
+    if (cpu_fast_mul_mat_id_applies(dst)) return cpu_fast_mul_mat_id_work(dst, n_threads);
     return cpu_conv_work(dst->src[2], dst->src[1], n_threads);
 }
 

@@ -895,6 +895,87 @@ static bool pk_act_ready(const struct tensor *prev, const struct tensor *dst) {
            prev->src[1] == dst->src[1] && prev->src[0]->type == dst->src[0]->type && pk_kind_of(prev) != PK_NONE;
 }
 
+/* mul_mat_id as the mul_mat of expert e (its weight, the same x and
+ * output): a node of its own, which the functions above take. */
+static struct tensor pk_expert_product(const struct tensor *dst, int e) {
+    struct tensor node = *dst;
+    node.op = OP_MUL_MAT;
+    node.op_params[0] = MUL_MAT_ORDER_REFERENCE;
+    node.src[0] = dst->src[2 + e];
+    for (int i = 2; i < TENSOR_MAX_SRC; i++) node.src[i] = NULL;
+    return node;
+}
+
+bool cpu_fast_mul_mat_id_applies(const struct tensor *dst) {
+    const int n_as = dst->op_params[1];
+    const struct tensor *x = dst->src[1];
+    if (x->ne[2] != 1 || x->ne[3] != 1) return false;
+    for (int e = 0; e < n_as; e++) {
+        const struct tensor node = pk_expert_product(dst, e);
+        const enum pk_kind kind = pk_kind_of(&node);
+        /* F16 experts are read in place: more columns keep the reference path */
+        if (kind == PK_NONE || (kind == PK_F16 && x->ne[1] > 1)) return false;
+    }
+    return true;
+}
+
+size_t cpu_fast_mul_mat_id_work(const struct tensor *dst, int n_threads) {
+    const struct tensor node = pk_expert_product(dst, 0);
+    return cpu_fast_mul_mat_work(&node, n_threads);
+}
+
+/* Column c's expert, or -1 (the computation fails) when its id is out of range. */
+static int pk_expert_of(const struct cpu_task *task, const struct tensor *dst, int64_t c) {
+    int32_t id;
+    memcpy(&id, cpu_elem(dst->src[0], dst->op_params[0], c, 0, 0), sizeof id);
+    if (id >= 0 && id < dst->op_params[1]) return id;
+    cpu_kernel_fail(task, CPU_ERR_EXPERT_INDEX);
+    return -1;
+}
+
+/* One column against a packed weight, every row: matrix-vector tiles of
+ * two groups, act = the column's record of block 0. */
+static void pk_quant_column(const struct tensor *w, const uint8_t *act, float *dst) {
+    const struct cpu_packed_weight *p = w->extra;
+    const struct pk_type *pt = pk_type_get(w->type);
+    const pk_tile_fn kernel = pk_quant_kernel(w->type);
+    const int64_t nb = pk_blocks_per_row(w), groups = pk_groups(w), rows = pt->rows;
+    const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
+    for (int64_t g = 0; g < groups; g += 2) {
+        const int64_t ng = groups - g < 2 ? groups - g : 2, rows_left = w->ne[1] - g * rows;
+        const uint8_t *group = p->data + (size_t)g * gb;
+        const struct pk_tile t = {
+            .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng, .act = act, .ncols = 1,
+            .nrows = (int)(rows_left < rows * ng ? rows_left : rows * ng), .dst = dst + g * rows, .dst_stride = 0,
+        };
+        kernel(&t);
+    }
+}
+
+/* One column (generation): the selected expert's product, the threads
+ * sharing its rows. More columns (a prompt): each thread takes whole
+ * columns, each its expert's matrix-vector product on the packed copy
+ * (the file's pages of packed weights are released: reading them back
+ * would double the memory). */
+void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
+    const int64_t ncols = dst->src[1]->ne[1];
+    if (task->phase == CPU_PHASE_INIT || ncols == 1) {
+        /* INIT: the experts share one type, so one layout of the activations */
+        const int e = task->phase == CPU_PHASE_INIT ? 0 : pk_expert_of(task, dst, 0);
+        if (e < 0) return;
+        struct tensor node = pk_expert_product(dst, e);
+        cpu_fast_mul_mat(task, &node);
+        return;
+    }
+    const struct pk_type *pt = pk_type_get(dst->src[2]->type);
+    const int64_t nb = pk_blocks_per_row(dst->src[2]);
+    for (int64_t c = ncols * task->ith / task->nth; c < ncols * (task->ith + 1) / task->nth; c++) {
+        const int e = pk_expert_of(task, dst, c);
+        if (e < 0) continue;
+        pk_quant_column(dst->src[2 + e], pk_act_at((uint8_t *)task->wdata, pt, nb, c, 0), cpu_elem(dst, 0, c, 0, 0));
+    }
+}
+
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     if (task->phase == CPU_PHASE_INIT) {
         if (!pk_act_ready(task->prev, dst)) pk_convert_x(task, dst);

@@ -124,4 +124,10 @@ bool cpu_fast_mul_mat_applies(const struct tensor *dst);
 size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads);
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst);
 
+/* mul_mat_id of one column (a token's expert in generation) on this path:
+ * the selected expert's product as a mul_mat, every expert on this path. */
+bool cpu_fast_mul_mat_id_applies(const struct tensor *dst);
+size_t cpu_fast_mul_mat_id_work(const struct tensor *dst, int n_threads);
+void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst);
+
 #endif
