@@ -536,12 +536,13 @@ PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16
 /* Q4_K and Q5_K: lanes from the 8 per-32 scales, and the mins. Q4_K: per
  * row 4 lanes mn[2k] (bs[4k] + bs[4k+1]) + mn[2k+1] (bs[4k+2] + bs[4k+3])
  * fused with -d_y dmin into their own accumulator, added after the lanes'
- * reduction. Q5_K (q5): the quants' fifth bits (q + 512: the file's qh[16 h
+ * reduction. Q5_K (bits 5): the quants' fifth bits (q + 512: the file's qh[16 h
  * ..+15] of each row, bit 2 j for chunk 2 j, 2 j + 1 for chunk 2 j + 1) add
  * 16 where set, and the mins are one integer sum per block (the 4 lanes
  * added) fused into the row's first min lane alone, so that the reduction
  * adds b1892's scalar sum of them. */
-PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q5) {
+PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
+    const bool q5 = bits == 5;
     const size_t qbytes = q5 ? 640 : 512;
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
     PK_UNROLL
@@ -734,55 +735,27 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
 
 #undef PK_GC
 
-PK_KERNEL void pk_q4_K_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q4_K_tile_gc(t, 2, 1, false);
-        return;
+/* The k-quant tiles: two groups of rows for one column, else up to 4
+ * columns; each on the kernel of its family (Q4_K's or Q6_K's) with its bits. */
+#define PK_KQUANT_TILE(name, family, BITS, COLS)                       \
+    PK_KERNEL void name(const struct pk_tile *t) {                     \
+        const int bits = BITS;                                         \
+        if (t->ncols == 1 && t->ngroups == 2) {                        \
+            family(t, 2, 1, bits);                                     \
+            return;                                                    \
+        }                                                              \
+        PK_DISPATCH_4(COLS)                                            \
     }
-#define PK_Q4_K(C) pk_q4_K_tile_gc(t, 1, C, false)
-    PK_DISPATCH_4(PK_Q4_K)
-#undef PK_Q4_K
-}
-
-PK_KERNEL void pk_q5_K_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q4_K_tile_gc(t, 2, 1, true);
-        return;
-    }
-#define PK_Q5_K(C) pk_q4_K_tile_gc(t, 1, C, true)
-    PK_DISPATCH_4(PK_Q5_K)
-#undef PK_Q5_K
-}
-
-PK_KERNEL void pk_q6_K_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q6_K_tile_gc(t, 2, 1, 6);
-        return;
-    }
-#define PK_Q6_K(C) pk_q6_K_tile_gc(t, 1, C, 6)
-    PK_DISPATCH_4(PK_Q6_K)
-#undef PK_Q6_K
-}
-
-PK_KERNEL void pk_q2_K_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q6_K_tile_gc(t, 2, 1, 2);
-        return;
-    }
-#define PK_Q2_K(C) pk_q6_K_tile_gc(t, 1, C, 2)
-    PK_DISPATCH_4(PK_Q2_K)
-#undef PK_Q2_K
-}
-
-PK_KERNEL void pk_q3_K_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_q6_K_tile_gc(t, 2, 1, 3);
-        return;
-    }
-#define PK_Q3_K(C) pk_q6_K_tile_gc(t, 1, C, 3)
-    PK_DISPATCH_4(PK_Q3_K)
-#undef PK_Q3_K
-}
+#define PK_Q4_K_COLS(C) pk_q4_K_tile_gc(t, 1, C, bits)
+#define PK_Q6_K_COLS(C) pk_q6_K_tile_gc(t, 1, C, bits)
+PK_KQUANT_TILE(pk_q4_K_tile, pk_q4_K_tile_gc, 4, PK_Q4_K_COLS)
+PK_KQUANT_TILE(pk_q5_K_tile, pk_q4_K_tile_gc, 5, PK_Q4_K_COLS)
+PK_KQUANT_TILE(pk_q2_K_tile, pk_q6_K_tile_gc, 2, PK_Q6_K_COLS)
+PK_KQUANT_TILE(pk_q3_K_tile, pk_q6_K_tile_gc, 3, PK_Q6_K_COLS)
+PK_KQUANT_TILE(pk_q6_K_tile, pk_q6_K_tile_gc, 6, PK_Q6_K_COLS)
+#undef PK_Q4_K_COLS
+#undef PK_Q6_K_COLS
+#undef PK_KQUANT_TILE
 
 /* ---- F16 ------------------------------------------------------------------------------- */
 
