@@ -2,7 +2,9 @@
  * The fast matrix-product mode (LLAMAC_MATMUL=fast, backend/cpu/cpu_packed.h)
  * against its scalar definition, bit for bit: every output of mul_mat with
  * Q4_0, Q8_0, Q4_K or Q6_K weights must equal cpu_fast_mode_dot of the weight row
- * and the activation column quantized to Q8_0 (Q8_K) by the scalar quantizer.
+ * and the activation column quantized to Q8_0 (Q8_K) by the scalar quantizer;
+ * the other packed types keep the reference's bits in this mode; mul_mat_id
+ * (one column and several) gives each column its expert's product.
  * Random shapes (rows 1..40: partial 16-row groups, two groups per call with
  * one column; columns 1..20: partial column tiles; k from one block) plus a
  * few long rows, weights
@@ -53,6 +55,18 @@ static void fill_weight(struct tensor *w, enum fill fill) {
     free(src);
 }
 
+/* What an output must be in the fast mode: cpu_fast_mode_dot for the
+ * types it changes, the scalar reference (b1892's) for the others, whose
+ * exact kernels run in this mode too. */
+static float mode_dot(enum ggml_type type, int64_t k, const void *row, const void *colq) {
+    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) {
+        return cpu_fast_mode_dot(type, k, row, colq);
+    }
+    float s;
+    type_traits_scalar_get(type)->vec_dot(k, &s, row, colq);
+    return s;
+}
+
 /* Runs w x x (fast mode) with 1-3 threads and compares every output. */
 static void check_shape(struct cpu_threadpool *pool, enum ggml_type type, int64_t k, int64_t rows, int64_t cols,
                         enum fill fill) {
@@ -76,7 +90,7 @@ static void check_shape(struct cpu_threadpool *pool, enum ggml_type type, int64_
     for (int64_t c = 0; c < cols; c++) {
         at->from_float((const float *)x->data + c * k, colq, k);
         for (int64_t r = 0; r < rows; r++) {
-            want[c * rows + r] = cpu_fast_mode_dot(type, k, (const uint8_t *)w->data + r * w->nb[1], colq);
+            want[c * rows + r] = mode_dot(type, k, (const uint8_t *)w->data + r * w->nb[1], colq);
         }
     }
     int bad = 0;
@@ -98,6 +112,48 @@ static void check_shape(struct cpu_threadpool *pool, enum ggml_type type, int64_
     free(colq);
     cpu_repack_release(w);
     tensor_ctx_free(ctx);
+}
+
+/* mul_mat_id in the fast mode (experts in its layouts; one column shares
+ * the selected expert's rows among the threads, more columns go whole to
+ * the threads): each column the mode's product with its expert. */
+static void check_mul_mat_id(struct cpu_threadpool *pool, enum ggml_type type) {
+    enum { N_AS = 3, K = 512, ROWS = 45 };
+    for (int64_t cols = 1; cols <= 7; cols += 6) {
+        struct tensor_ctx *ctx = tensor_ctx_new(32, 8 << 20);
+        struct tensor *as[N_AS];
+        for (int e = 0; e < N_AS; e++) {
+            as[e] = tensor_new_2d(ctx, type, K, ROWS);
+            fill_weight(as[e], e % 2 ? FILL_BYTES : FILL_FLOATS);
+            CHECK(cpu_repack_weight(as[e]));
+        }
+        struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, K, cols), *ids = tensor_new_2d(ctx, GGML_TYPE_I32, 1, cols);
+        for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
+        for (int64_t c = 0; c < cols; c++) ((int32_t *)ids->data)[c] = (int32_t)((c * 2 + 1) % N_AS);
+        struct tensor *out = op_mul_mat_id(ctx, as, N_AS, ids, 0, x);
+        struct graph *g = graph_new(ctx, 8);
+        CHECK(graph_build_forward(g, out));
+        CHECK(cpu_fast_mul_mat_id_applies(out));
+        const struct type_traits *at = type_traits_scalar_get(type_traits_scalar_get(type)->vec_dot_type);
+        void *colq = malloc((size_t)(K / at->blck_size) * at->type_size);
+        int bad = 0;
+        for (int nt = 1; nt <= 3; nt++) {
+            memset(out->data, 0xff, tensor_nbytes(out));
+            CHECK(cpu_graph_compute(pool, g, nt, NULL, NULL));
+            for (int64_t c = 0; c < cols; c++) {
+                const struct tensor *w = as[((int32_t *)ids->data)[c]];
+                at->from_float((const float *)x->data + c * K, colq, K);
+                for (int64_t r = 0; r < ROWS; r++) {
+                    const float want = mode_dot(type, K, (const uint8_t *)w->data + r * w->nb[1], colq);
+                    bad += memcmp((const float *)out->data + c * ROWS + r, &want, 4) != 0;
+                }
+            }
+        }
+        CHECK_MSG(bad == 0, "mul_mat_id %s, %lld columns: %d outputs differ", type_name(type), (long long)cols, bad);
+        free(colq);
+        for (int e = 0; e < N_AS; e++) cpu_repack_release(as[e]);
+        tensor_ctx_free(ctx);
+    }
 }
 
 /* The fast mode's arithmetic itself, on one block: exact integer sum, one
@@ -163,6 +219,17 @@ int main(void) {
         n += 5;
         printf("  %-5s %d shapes checked against cpu_fast_mode_dot\n", type_name(types[t]), n);
     }
+    /* the types this mode leaves exact, on their kernels in a fast-mode process; and mixtures of experts */
+    static const enum ggml_type exact[] = { GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
+                                            GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q5_K };
+    for (size_t t = 0; t < sizeof exact / sizeof exact[0]; t++) {
+        const int64_t blck = type_traits_get(exact[t])->blck_size;
+        check_shape(pool, exact[t], 2 * blck, 37, 1, FILL_BYTES);
+        check_shape(pool, exact[t], 4 * blck, 19, 11, FILL_FLOATS);
+    }
+    printf("  %zu exactly computed types checked in the fast mode\n", sizeof exact / sizeof exact[0]);
+    static const enum ggml_type moe[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K };
+    for (size_t t = 0; t < sizeof moe / sizeof moe[0]; t++) check_mul_mat_id(pool, moe[t]);
     cpu_threadpool_free(pool);
     return test_finish("test_fast_matmul");
 }

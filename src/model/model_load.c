@@ -529,7 +529,7 @@ static bool pack_weights(struct llama_model *model, const struct llama_model_par
             const struct llama_layer *l = &model->layers[i];
             struct tensor *m[N_DENSE] = { l->wq, l->wk, l->wv, l->wo, l->ffn_gate, l->ffn_down, l->ffn_up };
             memcpy(mats, m, sizeof m);
-            /* experts (mul_mat_id takes the packed path for one token) */
+            /* experts (mul_mat_id runs on their packed copies) */
             for (int e = 0; e < LLAMA_MAX_EXPERTS; e++) {
                 mats[N_DENSE + 3 * e] = l->ffn_gate_exp[e];
                 mats[N_DENSE + 3 * e + 1] = l->ffn_down_exp[e];

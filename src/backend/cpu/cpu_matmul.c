@@ -1,7 +1,7 @@
 /*
  * Matrix products: mul_mat, mul_mat_id (mixture of experts), out_prod.
- * Products of packed (or F16) weights go to cpu_packed.h: mul_mat's, and
- * mul_mat_id's of one column.
+ * Products of packed (or F16) weights go to cpu_packed.h: mul_mat's and
+ * mul_mat_id's (F16 experts: one column only).
  *
  * As b1892 (ggml_compute_forward_mul_mat): src1 (the activations) is first
  * converted to the weight type's vec_dot type — F32 weights keep F32, F16

@@ -124,8 +124,9 @@ bool cpu_fast_mul_mat_applies(const struct tensor *dst);
 size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads);
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst);
 
-/* mul_mat_id of one column (a token's expert in generation) on this path:
- * the selected expert's product as a mul_mat, every expert on this path. */
+/* mul_mat_id on this path when every expert is (F16 experts: one column
+ * only): each column the product of the expert its id selects; one column
+ * as that expert's mul_mat, more with each thread taking whole columns. */
 bool cpu_fast_mul_mat_id_applies(const struct tensor *dst);
 size_t cpu_fast_mul_mat_id_work(const struct tensor *dst, int n_threads);
 void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst);
