@@ -9,6 +9,9 @@
  * rows' scales times the column's fuse them into the float lanes, block by
  * block. Lanes 0-3 and 4-7 of a row sit in two accumulators; at the end they
  * are added (lane k onto k + 4) and reduced per row as hsum_float_8.
+ * Two kernels serve the legacy types (Q4_0, Q5_0, Q8_0, Q4_1, Q5_1:
+ * pk_q8fam_*), two families the k-quants (Q4_K, Q5_K: pk_q4_K_tile_gc;
+ * Q2_K, Q3_K, Q6_K: pk_q6_K_tile_gc); what each type adds is said there.
  *
  * Fast-mode tiles (Q4_0, Q8_0 in groups of 16 rows, up to 12 columns):
  * dword lane r of a register is row r, so a block takes 8 vpdpbusd per
