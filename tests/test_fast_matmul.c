@@ -115,11 +115,14 @@ static void check_shape(struct cpu_threadpool *pool, enum ggml_type type, int64_
 }
 
 /* mul_mat_id in the fast mode (experts in its layouts; one column shares
- * the selected expert's rows among the threads, more columns go whole to
- * the threads): each column the mode's product with its expert. */
+ * the selected expert's rows among the threads, more columns are grouped
+ * by expert into tiles: with 30, expert 0 has none and the others several
+ * tiles): each column the mode's product with its expert. */
 static void check_mul_mat_id(struct cpu_threadpool *pool, enum ggml_type type) {
     enum { N_AS = 3, K = 512, ROWS = 45 };
-    for (int64_t cols = 1; cols <= 7; cols += 6) {
+    static const int64_t col_counts[] = { 1, 7, 30 };
+    for (size_t n = 0; n < sizeof col_counts / sizeof col_counts[0]; n++) {
+        const int64_t cols = col_counts[n];
         struct tensor_ctx *ctx = tensor_ctx_new(32, 8 << 20);
         struct tensor *as[N_AS];
         for (int e = 0; e < N_AS; e++) {
@@ -129,7 +132,7 @@ static void check_mul_mat_id(struct cpu_threadpool *pool, enum ggml_type type) {
         }
         struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, K, cols), *ids = tensor_new_2d(ctx, GGML_TYPE_I32, 1, cols);
         for (int64_t i = 0; i < tensor_nelements(x); i++) ((float *)x->data)[i] = test_rand_uniform(&g_rng, -2, 2);
-        for (int64_t c = 0; c < cols; c++) ((int32_t *)ids->data)[c] = (int32_t)((c * 2 + 1) % N_AS);
+        for (int64_t c = 0; c < cols; c++) ((int32_t *)ids->data)[c] = (int32_t)(cols < 30 ? (c * 2 + 1) % N_AS : 1 + c * c % 2);
         struct tensor *out = op_mul_mat_id(ctx, as, N_AS, ids, 0, x);
         struct graph *g = graph_new(ctx, 8);
         CHECK(graph_build_forward(g, out));

@@ -128,13 +128,16 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
 /* mul_mat_id takes the packed path when every expert has it (F16 experts:
  * for one column only): each column the product of the expert its id
  * selects, bit for bit, one column (generation, the threads sharing the
- * rows) or several (each thread whole columns); an id out of range fails
- * the computation instead of reading past the experts. */
+ * rows) or several (grouped by expert into tiles: here half the experts
+ * unused, the others with columns for several tiles and a partial one); an
+ * id out of range fails the computation instead of reading past the experts. */
 static void check_mul_mat_id(struct cpu_threadpool *pool) {
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q5_K, GGML_TYPE_F16 };
     enum { N_AS = 4 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        for (int64_t ncols = 1; ncols <= 5; ncols += 4) {
+        static const int64_t col_counts[] = { 1, 5, 37 };
+        for (size_t n = 0; n < sizeof col_counts / sizeof col_counts[0]; n++) {
+            const int64_t ncols = col_counts[n];
             struct tensor_ctx *ctx = tensor_ctx_new(32, 16 << 20);
             struct tensor *as[N_AS];
             for (int e = 0; e < N_AS; e++) {
@@ -153,7 +156,7 @@ static void check_mul_mat_id(struct cpu_threadpool *pool) {
             int bad = 0;
             for (int32_t e = 0; e < N_AS; e++) {
                 for (int64_t c = 0; c < ncols; c++) {
-                    const int32_t sel[2] = { (e + 1) % N_AS, (int32_t)((e + c) % N_AS) };
+                    const int32_t sel[2] = { (e + 1) % N_AS, (int32_t)((e + c * c) % N_AS) };
                     memcpy((int32_t *)ids->data + 2 * c, sel, sizeof sel);
                 }
                 for (int t = 0; t < g_n_thread_counts; t++) {
@@ -161,7 +164,7 @@ static void check_mul_mat_id(struct cpu_threadpool *pool) {
                     CHECK(cpu_graph_compute(pool, g, g_thread_counts[t], NULL, NULL));
                     for (int64_t c = 0; c < ncols; c++) {
                         for (int64_t r = 0; r < out->ne[0]; r++) {
-                            const float want = reference(as[(e + c) % N_AS], x, r, c, 0, 0);
+                            const float want = reference(as[(e + c * c) % N_AS], x, r, c, 0, 0);
                             bad += memcmp((const float *)out->data + c * out->ne[0] + r, &want, 4) != 0;
                         }
                     }

@@ -646,11 +646,13 @@ static void pk_act_q8k6f(const float *x, int64_t k, int64_t b0, int64_t b1, bloc
     }
 }
 
-static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) {
-    const struct tensor *w = dst->src[0], *x = dst->src[1];
+/* x's rows (columns of the product) converted for weights like w into
+ * `act`, the threads sharing the work (scratch: this thread's). Column r
+ * goes to slot slot_of[r] of the tiles (skipped when -1), or to slot r
+ * without a map. */
+static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, const struct tensor *x, uint8_t *act,
+                         void *scratch, const int32_t *slot_of) {
     const int64_t k = x->ne[0];
-    void *scratch = pk_thread_scratch(task, dst);
-    uint8_t *act = (uint8_t *)task->wdata;
     const int64_t nrows = tensor_nrows(x);
     const struct pk_type *pt = w->type == GGML_TYPE_F16 ? NULL : pk_type_get(w->type);
     const int64_t blk = pt ? pt->blck : 16, nb = k / blk; /* F16: elements in 16s */
@@ -665,6 +667,8 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
         cpu_task_rows(task, nrows, &r0, &r1);
     }
     for (int64_t r = r0; r < r1; r++) {
+        const int64_t slot = slot_of ? slot_of[r] : r;
+        if (slot < 0) continue;
         int64_t i1, i2, i3;
         cpu_row_index(x, r, &i1, &i2, &i3);
         const float *src = cpu_elem(x, 0, i1, i2, i3);
@@ -672,7 +676,7 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
             /* the reference rounds the activations to F16 */
             const int64_t e0 = blk * b0, n = blk * (b1 - b0);
             type_traits_get(GGML_TYPE_F16)->from_float(src + e0, scratch, n);
-            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + r * pk_f16_stride(k) + e0, n);
+            type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + slot * pk_f16_stride(k) + e0, n);
             continue;
         }
         const int bias = w->type == GGML_TYPE_Q4_0   ? 8
@@ -681,13 +685,13 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *dst) 
                                                      : 0; /* Q4_1, Q5_1: unsigned quants, the mins apart */
         if (pt->act == PK_ACT_Q8) {
             const bool q8_1 = type_traits_get(w->type)->vec_dot_type == GGML_TYPE_Q8_1;
-            pk_act_q8(src, k, b0, b1, bias, q8_1, scratch, act, pt, r);
+            pk_act_q8(src, k, b0, b1, bias, q8_1, scratch, act, pt, slot);
         } else if (pt->act == PK_ACT_Q8F) {
-            pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, r);
+            pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, slot);
         } else if (pt->act == PK_ACT_Q8K6F) {
-            pk_act_q8k6f(src, k, b0, b1, scratch, act, pt, r);
+            pk_act_q8k6f(src, k, b0, b1, scratch, act, pt, slot);
         } else {
-            pk_act_q8k(src, k, b0, b1, scratch, act, pt, r);
+            pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot);
         }
     }
 }
@@ -732,24 +736,55 @@ static bool pk_vec_next(const struct cpu_task *task, int64_t n, int64_t min, boo
     return *a < *b || pk_vec_next(task, n, min, own, a, b);
 }
 
+/* A prompt's columns of mul_mat_id grouped by expert: each expert's columns
+ * fill tiles of their own (its last one partly), so that a tile's columns
+ * share one weight matrix and the tiled kernels reuse its rows across them
+ * as in mul_mat. slot_of[c]: column c's slot in the tiles (-1: its id is
+ * out of range); col_of[s]: the column in slot s (-1: padding);
+ * expert_of[t]: tile t's expert. */
+struct pk_expert_groups {
+    int64_t tiles;
+    int32_t *slot_of, *col_of, *expert_of;
+};
+
+/* The products' tiles: x's columns in order (eg NULL), or grouped by expert
+ * (dst a mul_mat_id, eg its groups; a tile's outputs go through this
+ * thread's tile_out, max_cols x rows floats, to their columns). */
+struct pk_tiles {
+    const uint8_t *act;                  /* the converted columns (pk_act_at) */
+    const struct pk_expert_groups *eg;
+    float *tile_out;
+};
+
+/* Columns of tile `tile` (padding at the end of an expert's last tile). */
+static int pk_tile_cols(const struct pk_tiles *tl, const struct pk_type *pt, int64_t ncols, int64_t tile) {
+    const int64_t first = tile * pt->max_cols;
+    if (!tl->eg) return (int)(ncols - first < pt->max_cols ? ncols - first : pt->max_cols);
+    int n = 0;
+    while (n < pt->max_cols && tl->eg->col_of[first + n] >= 0) n++;
+    return n;
+}
+
 /* Quantized weights (2-d, packed): with one column tile, row groups as
  * pk_vec_next hands them out; else chunks of rows x column tiles sized to the L2 cache
  * (cpu_chunks_plan), in which each group's rows stay in L1 while they pass
  * over the chunk's tiles. Threads claim chunks as they go. */
-static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
-    const struct tensor *w = dst->src[0], *x = dst->src[1];
-    const struct cpu_packed_weight *p = w->extra;
+static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, const struct pk_tiles *tl) {
+    const struct pk_expert_groups *eg = tl->eg;
+    const struct tensor *w = eg ? dst->src[2] : dst->src[0], *x = dst->src[1]; /* experts: one type and shape */
     const struct pk_type *pt = pk_type_get(w->type);
     const pk_tile_fn kernel = pk_quant_kernel(w->type);
     const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
-    const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols, groups = pk_groups(w), rows = pt->rows;
+    const int64_t tiles = eg ? eg->tiles : (ncols + pt->max_cols - 1) / pt->max_cols;
+    const int64_t groups = pk_groups(w), rows = pt->rows;
     const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
     const size_t tile_bytes = (size_t)(nb * pt->max_cols) * pk_act_record(pt->act);
     const struct cpu_chunks ch = cpu_chunks_plan(w->ne[1], gb / (size_t)rows, tiles, tile_bytes, task->nth);
+    const bool vec = tiles == 1 && !eg;
     bool own = true;
     for (;;) {
         int64_t g0, g1, t0 = 0, t1 = 1;
-        if (tiles == 1) {
+        if (vec) {
             if (!pk_vec_next(task, groups, PK_VEC_MIN_CHUNK_BYTES / (int64_t)gb + 1, &own, &g0, &g1)) break;
         } else {
             const int64_t chunk = cpu_task_next_chunk(task);
@@ -760,20 +795,25 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst) {
             g1 = (r1 + rows - 1) / rows;
         }
         /* one column: two groups a call (more rows in flight while the weights stream) */
-        const int64_t step = ncols == 1 ? 2 : 1;
+        const int64_t step = vec && ncols == 1 ? 2 : 1;
         for (int64_t g = g0; g < g1; g += step) {
             const int64_t ng = g1 - g < step ? g1 - g : step, rows_left = w->ne[1] - g * rows;
-            const uint8_t *group = p->data + (size_t)g * gb;
+            const int nrows = (int)(rows_left < rows * ng ? rows_left : rows * ng);
             for (int64_t tile = t0; tile < t1; tile++) {
                 const int64_t c = tile * pt->max_cols;
+                const struct tensor *wt = eg ? dst->src[2 + eg->expert_of[tile]] : w;
+                const uint8_t *group = ((const struct cpu_packed_weight *)wt->extra)->data + (size_t)g * gb;
                 const struct pk_tile t = {
                     .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng,
-                    .act = (const uint8_t *)task->wdata + (size_t)tile * tile_bytes,
-                    .ncols = (int)(ncols - c < pt->max_cols ? ncols - c : pt->max_cols),
-                    .nrows = (int)(rows_left < rows * ng ? rows_left : rows * ng),
-                    .dst = (float *)dst->data + c * dst->ne[0] + g * rows, .dst_stride = (size_t)dst->ne[0],
+                    .act = tl->act + (size_t)tile * tile_bytes, .ncols = pk_tile_cols(tl, pt, ncols, tile),
+                    .nrows = nrows, .dst = eg ? tl->tile_out : (float *)dst->data + c * dst->ne[0] + g * rows,
+                    .dst_stride = eg ? (size_t)rows : (size_t)dst->ne[0],
                 };
                 kernel(&t);
+                for (int j = 0; eg && j < t.ncols; j++) {
+                    float *out = cpu_elem(dst, g * rows, eg->col_of[c + j], 0, 0);
+                    memcpy(out, tl->tile_out + (size_t)j * rows, (size_t)nrows * sizeof(float));
+                }
             }
         }
     }
@@ -919,11 +959,6 @@ bool cpu_fast_mul_mat_id_applies(const struct tensor *dst) {
     return true;
 }
 
-size_t cpu_fast_mul_mat_id_work(const struct tensor *dst, int n_threads) {
-    const struct tensor node = pk_expert_product(dst, 0);
-    return cpu_fast_mul_mat_work(&node, n_threads);
-}
-
 /* Column c's expert, or -1 (the computation fails) when its id is out of range. */
 static int pk_expert_of(const struct cpu_task *task, const struct tensor *dst, int64_t c) {
     int32_t id;
@@ -933,33 +968,68 @@ static int pk_expert_of(const struct cpu_task *task, const struct tensor *dst, i
     return -1;
 }
 
-/* One column against a packed weight, every row: matrix-vector tiles of
- * two groups, act = the column's record of block 0. */
-static void pk_quant_column(const struct tensor *w, const uint8_t *act, float *dst) {
-    const struct cpu_packed_weight *p = w->extra;
-    const struct pk_type *pt = pk_type_get(w->type);
-    const pk_tile_fn kernel = pk_quant_kernel(w->type);
-    const int64_t nb = pk_blocks_per_row(w), groups = pk_groups(w), rows = pt->rows;
-    const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
-    for (int64_t g = 0; g < groups; g += 2) {
-        const int64_t ng = groups - g < 2 ? groups - g : 2, rows_left = w->ne[1] - g * rows;
-        const uint8_t *group = p->data + (size_t)g * gb;
-        const struct pk_tile t = {
-            .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng, .act = act, .ncols = 1,
-            .nrows = (int)(rows_left < rows * ng ? rows_left : rows * ng), .dst = dst + g * rows, .dst_stride = 0,
-        };
-        kernel(&t);
+/* Work memory of mul_mat_id with more than one column: the columns
+ * converted into up to tiles_max tiles (grouped by expert), then per thread
+ * the quantizer's scratch, the groups (pk_expert_groups) and one tile's
+ * outputs. */
+struct pk_expert_work {
+    int64_t tiles_max;
+    size_t act, scratch, groups, tile_out;
+};
+
+static struct pk_expert_work pk_expert_work_of(const struct tensor *dst) {
+    const struct tensor node = pk_expert_product(dst, 0);
+    const struct pk_type *pt = pk_type_get(node.src[0]->type);
+    const int64_t ncols = dst->src[1]->ne[1], nb = pk_blocks_per_row(node.src[0]);
+    struct pk_expert_work z = { .tiles_max = (ncols + pt->max_cols - 1) / pt->max_cols + dst->op_params[1] };
+    z.act = pk_pad64((size_t)(z.tiles_max * nb * pt->max_cols) * pk_act_record(pt->act));
+    z.scratch = pk_scratch_bytes(&node);
+    z.groups = pk_pad64((size_t)(ncols + z.tiles_max * (pt->max_cols + 1)) * sizeof(int32_t));
+    z.tile_out = pk_pad64((size_t)(pt->max_cols * pt->rows) * sizeof(float));
+    return z;
+}
+
+size_t cpu_fast_mul_mat_id_work(const struct tensor *dst, int n_threads) {
+    if (dst->src[1]->ne[1] == 1) {
+        const struct tensor node = pk_expert_product(dst, 0);
+        return cpu_fast_mul_mat_work(&node, n_threads);
+    }
+    const struct pk_expert_work z = pk_expert_work_of(dst);
+    return z.act + (size_t)n_threads * (z.scratch + z.groups + z.tile_out);
+}
+
+/* Fills eg (its arrays set) from the ids: experts in order, each one's
+ * columns in order. Every thread computes the same groups in each phase. */
+static void pk_group_experts(const struct cpu_task *task, const struct tensor *dst, const struct pk_type *pt,
+                             struct pk_expert_groups *eg) {
+    const int64_t ncols = dst->src[1]->ne[1];
+    int64_t next[TENSOR_MAX_SRC] = { 0 }; /* columns per expert, then its next slot */
+    for (int64_t c = 0; c < ncols; c++) {
+        const int e = pk_expert_of(task, dst, c);
+        eg->slot_of[c] = e; /* the expert until its slot is known */
+        if (e >= 0) next[e]++;
+    }
+    eg->tiles = 0;
+    for (int e = 0; e < dst->op_params[1]; e++) {
+        const int64_t tiles = (next[e] + pt->max_cols - 1) / pt->max_cols;
+        next[e] = eg->tiles * pt->max_cols;
+        for (int64_t t = 0; t < tiles; t++) eg->expert_of[eg->tiles++] = e;
+    }
+    for (int64_t s = 0; s < eg->tiles * pt->max_cols; s++) eg->col_of[s] = -1;
+    for (int64_t c = 0; c < ncols; c++) {
+        const int e = eg->slot_of[c];
+        if (e < 0) continue;
+        eg->slot_of[c] = (int32_t)next[e]++;
+        eg->col_of[eg->slot_of[c]] = (int32_t)c;
     }
 }
 
 /* One column (generation): the selected expert's product, the threads
- * sharing its rows. More columns (a prompt): each thread takes whole
- * columns, each its expert's matrix-vector product on the packed copy
- * (the file's pages of packed weights are released: reading them back
- * would double the memory). */
+ * sharing its rows. More columns (a prompt): the columns grouped by expert
+ * into tiles, which run as mul_mat's do. */
 void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
     const int64_t ncols = dst->src[1]->ne[1];
-    if (task->phase == CPU_PHASE_INIT || ncols == 1) {
+    if (ncols == 1) {
         /* INIT: the experts share one type, so one layout of the activations */
         const int e = task->phase == CPU_PHASE_INIT ? 0 : pk_expert_of(task, dst, 0);
         if (e < 0) return;
@@ -968,21 +1038,30 @@ void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
         return;
     }
     const struct pk_type *pt = pk_type_get(dst->src[2]->type);
-    const int64_t nb = pk_blocks_per_row(dst->src[2]);
-    for (int64_t c = ncols * task->ith / task->nth; c < ncols * (task->ith + 1) / task->nth; c++) {
-        const int e = pk_expert_of(task, dst, c);
-        if (e < 0) continue;
-        pk_quant_column(dst->src[2 + e], pk_act_at((uint8_t *)task->wdata, pt, nb, c, 0), cpu_elem(dst, 0, c, 0, 0));
+    const struct pk_expert_work z = pk_expert_work_of(dst);
+    uint8_t *own = (uint8_t *)task->wdata + z.act + (size_t)task->ith * (z.scratch + z.groups + z.tile_out);
+    struct pk_expert_groups eg = { .slot_of = (int32_t *)(own + z.scratch) };
+    eg.col_of = eg.slot_of + ncols;
+    eg.expert_of = eg.col_of + z.tiles_max * pt->max_cols;
+    pk_group_experts(task, dst, pt, &eg);
+    if (task->phase == CPU_PHASE_INIT) {
+        pk_convert_x(task, dst->src[2], dst->src[1], (uint8_t *)task->wdata, own, eg.slot_of);
+    } else {
+        const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata, .eg = &eg, .tile_out = (float *)(own + z.scratch + z.groups) };
+        pk_quant_compute(task, dst, &tl);
     }
 }
 
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     if (task->phase == CPU_PHASE_INIT) {
-        if (!pk_act_ready(task->prev, dst)) pk_convert_x(task, dst);
+        if (!pk_act_ready(task->prev, dst)) {
+            pk_convert_x(task, dst->src[0], dst->src[1], (uint8_t *)task->wdata, pk_thread_scratch(task, dst), NULL);
+        }
         if (pk_mask_table_bytes(dst)) pk_mask_scan(task, dst);
     } else if (dst->src[0]->type == GGML_TYPE_F16) {
         pk_f16_compute(task, dst);
     } else {
-        pk_quant_compute(task, dst);
+        const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata };
+        pk_quant_compute(task, dst, &tl);
     }
 }
