@@ -69,11 +69,15 @@ static float reference(const struct tensor *w, const struct tensor *x, int64_t i
  * products schedule differently when threads must take turns: pk_vec_next). */
 static int g_thread_counts[4] = { 1, 2, 3 }, g_n_thread_counts = 3;
 
+/* Products check_product saw take the fast path (cpu_fast_mul_mat_applies). */
+static int g_fast_products;
+
 static int check_product(struct cpu_threadpool *pool, struct tensor_ctx *ctx, struct tensor *w, struct tensor *x,
                          const char *what) {
     struct tensor *out = op_mul_mat(ctx, w, x);
     struct graph *g = graph_new(ctx, 8);
     CHECK(graph_build_forward(g, out));
+    g_fast_products += cpu_fast_mul_mat_applies(out);
     int bad = 0;
     for (int t = 0; t < g_n_thread_counts; t++) {
         const int nt = g_thread_counts[t];
@@ -103,6 +107,7 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
     static const int64_t ns[] = { 1, 4, 7, 18 };
     static const int64_t ms[] = { 1, 3, 8, 13 };
     int n_checked = 0, n_packed = 0;
+    const int fast_before = g_fast_products;
     for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++) {
         if (ks[a] % type_traits_get(type)->blck_size != 0) continue;
         for (size_t b = 0; b < sizeof ns / sizeof ns[0]; b++) {
@@ -121,8 +126,11 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
             }
         }
     }
-    printf("  %-5s %d shapes, %d with packed weights%s\n", type_name(type), n_checked, n_packed,
-           cpu_packed_type(type) ? "" : " (type not packed here)");
+    printf("  %-7s %d shapes, %d with packed weights%s, %d on the fast path\n", type_name(type), n_checked, n_packed,
+           cpu_packed_type(type) ? "" : " (type not packed here)", g_fast_products - fast_before);
+    /* IQ2 products of more than one column are decoded per work item, not packed */
+    const bool iq2 = type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS;
+    if (iq2 && cpu_packed_f16_available(32)) CHECK(g_fast_products > fast_before);
 }
 
 /* mul_mat_id takes the packed path when every expert has it (F16 experts:
@@ -335,6 +343,21 @@ static void check_shared_x(struct cpu_threadpool *pool) {
     }
 }
 
+/* IQ2 products decode PK_IQ2_DECODE_ROWS rows per work item: several items,
+ * a partial one, column tiles with a partial one, any quant bytes. */
+static void check_iq2_units(struct cpu_threadpool *pool) {
+    static const enum ggml_type types[] = { GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
+        struct tensor *w = tensor_new_2d(ctx, types[i], 512, 2 * PK_IQ2_DECODE_ROWS + 7);
+        struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 512, 3 * PK_COLS_IQ2 + 2);
+        fill_weight(w, true);
+        for (int64_t e = 0; e < tensor_nelements(x); e++) ((float *)x->data)[e] = test_rand_uniform(&g_rng, -2, 2);
+        check_product(pool, ctx, w, x, "decode units");
+        tensor_ctx_free(ctx);
+    }
+}
+
 /* The scratch op_attention sizes for its keys serves every shorter k too
  * (a shorter k may take more rows per item). */
 static void check_f16_scratch_bound(void) {
@@ -379,9 +402,11 @@ int main(void) {
     struct cpu_threadpool *pool = cpu_threadpool_new(over > 3 ? over : 3);
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
                                             GGML_TYPE_Q8_0, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
-                                            GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_F16 };
+                                            GGML_TYPE_Q5_K, GGML_TYPE_Q6_K, GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS,
+                                            GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) check_type(pool, types[i]);
     check_long_matvec(pool);
+    check_iq2_units(pool);
     check_mul_mat_id(pool);
     check_f16_slices(pool);
     check_masked(pool, 200, 150); /* row blocks of pk_f16_rows(64) */

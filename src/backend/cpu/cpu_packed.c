@@ -119,7 +119,7 @@ float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const v
 
 /* ---- packed types --------------------------------------------------------------------------- */
 
-enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_F32 };
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
 
 typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
 
@@ -304,6 +304,8 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
     static const struct pk_type q6_K_fast = { PK_FAST_ROWS, 256, 288, 3072, PK_ACT_Q8K6F, PK_COLS_FAST_K,
                                               pk_pack_q6_K_fast };
+    /* not packed: decoded per work item (pk_iq2_compute) */
+    static const struct pk_type iq2 = { PK_IQ2_ROWS, 256, 0, 0, PK_ACT_IQ2, PK_COLS_IQ2, NULL };
     const bool fast = cpu_fast_matmul_active();
     switch (type) {
         case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : &q4_0;
@@ -316,6 +318,8 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
         case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : &q4_K;
         case GGML_TYPE_Q5_K: return &q5_K;
         case GGML_TYPE_Q6_K: return fast ? &q6_K_fast : &q6_K;
+        case GGML_TYPE_IQ2_XXS:
+        case GGML_TYPE_IQ2_XS: return &iq2;
         default: return NULL;
     }
 }
@@ -462,7 +466,7 @@ bool cpu_packed_current(const struct tensor *w) {
 
 /* ---- which products take this path ------------------------------------------------------- */
 
-enum pk_kind { PK_NONE, PK_QUANT, PK_F16 };
+enum pk_kind { PK_NONE, PK_QUANT, PK_F16, PK_IQ2 };
 
 static enum pk_kind pk_kind_of(const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
@@ -472,6 +476,11 @@ static enum pk_kind pk_kind_of(const struct tensor *dst) {
     if (dst->op_params[0] != MUL_MAT_ORDER_REFERENCE && dst->op_params[0] != MUL_MAT_ORDER_ANY) return PK_NONE;
     if (w->type == GGML_TYPE_F16) {
         return w->nb[0] == sizeof(fp16_t) && w->ne[0] % 32 == 0 ? PK_F16 : PK_NONE;
+    }
+    if (w->type == GGML_TYPE_IQ2_XXS || w->type == GGML_TYPE_IQ2_XS) {
+        /* one column (generation): decoding first is slower than the vec_dot (2.5 against 3.9 GB/s) */
+        const bool shape = w->ne[2] == 1 && w->ne[3] == 1 && x->ne[2] == 1 && x->ne[3] == 1 && x->ne[1] > 1;
+        return shape && tensor_is_contiguous(w) && pk_kernels()->iq2 ? PK_IQ2 : PK_NONE;
     }
     return pk_quant_kernel(w->type) && cpu_packed_current(w) ? PK_QUANT : PK_NONE;
 }
@@ -490,6 +499,7 @@ static size_t pk_act_record(enum pk_act act) {
         case PK_ACT_Q8: return sizeof(struct pk_act_q8);
         case PK_ACT_Q8F: return sizeof(struct pk_act_q8f);
         case PK_ACT_Q8K6F: return sizeof(struct pk_act_q8k6f);
+        case PK_ACT_IQ2: return sizeof(struct pk_act_iq2);
         default: return sizeof(struct pk_act_q8k);
     }
 }
@@ -542,6 +552,11 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
         }
         case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_1)); /* the larger */
         case PK_ACT_Q8F: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
+        case PK_ACT_IQ2: { /* the quantized row (INIT), then the decoded rows (COMPUTE) */
+            const size_t init = pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
+            const size_t compute = (size_t)(PK_IQ2_DECODE_ROWS / PK_IQ2_ROWS * (k / 256)) * PK_IQ2_SB_BYTES;
+            return init > compute ? init : compute;
+        }
         default: return pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
     }
 }
@@ -650,6 +665,22 @@ static void pk_act_q8k6f(const float *x, int64_t k, int64_t b0, int64_t b1, bloc
  * `act`, the threads sharing the work (scratch: this thread's). Column r
  * goes to slot slot_of[r] of the tiles (skipped when -1), or to slot r
  * without a map. */
+/* The same for the IQ2 kernel: the quants as int16, lanes' pairs together. */
+static void pk_act_iq2(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
+                       const struct pk_type *pt, int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
+    for (int64_t i = b0; i < b1; i++) {
+        const block_q8_K *b = &tmp[i - b0];
+        struct pk_act_iq2 *a = (struct pk_act_iq2 *)pk_act_at(act, pt, k / 256, col, i);
+        memset(a, 0, sizeof *a);
+        for (int j = 0; j < 8; j++)
+            for (int h = 0; h < 2; h++)
+                for (int l = 0; l < 8; l++)
+                    for (int t = 0; t < 2; t++) a->qs[16 * (2 * j + h) + 2 * l + t] = b->qs[32 * j + 4 * l + 2 * h + t];
+        a->d = b->d;
+    }
+}
+
 static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, const struct tensor *x, uint8_t *act,
                          void *scratch, const int32_t *slot_of) {
     const int64_t k = x->ne[0];
@@ -690,6 +721,8 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
             pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, slot);
         } else if (pt->act == PK_ACT_Q8K6F) {
             pk_act_q8k6f(src, k, b0, b1, scratch, act, pt, slot);
+        } else if (pt->act == PK_ACT_IQ2) {
+            pk_act_iq2(src, k, b0, b1, scratch, act, pt, slot);
         } else {
             pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot);
         }
@@ -814,6 +847,40 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
                     float *out = cpu_elem(dst, g * rows, eg->col_of[c + j], 0, 0);
                     memcpy(out, tl->tile_out + (size_t)j * rows, (size_t)nrows * sizeof(float));
                 }
+            }
+        }
+    }
+}
+
+/* IQ2 weights: units of PK_IQ2_DECODE_ROWS rows claimed as the threads go;
+ * a unit's rows are decoded once (pk_iq2_decode) and then run against
+ * every column tile, group by group. */
+static void pk_iq2_compute(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const struct pk_type *pt = pk_type_get(w->type);
+    const struct pk_kernels *kn = pk_kernels();
+    const int64_t nb = w->ne[0] / 256, ncols = x->ne[1], nrows = w->ne[1];
+    const int64_t units = (nrows + PK_IQ2_DECODE_ROWS - 1) / PK_IQ2_DECODE_ROWS;
+    const size_t tile_bytes = (size_t)(nb * pt->max_cols) * sizeof(struct pk_act_iq2);
+    const size_t group_bytes = (size_t)nb * PK_IQ2_SB_BYTES;
+    uint8_t *decoded = pk_thread_scratch(task, dst);
+    for (int64_t u = cpu_task_next_chunk(task); u < units; u = cpu_task_next_chunk(task)) {
+        const int64_t r0 = u * PK_IQ2_DECODE_ROWS, r1 = r0 + PK_IQ2_DECODE_ROWS < nrows ? r0 + PK_IQ2_DECODE_ROWS : nrows;
+        for (int64_t r = r0; r < r1; r += PK_IQ2_ROWS) {
+            const int n = (int)(r1 - r < PK_IQ2_ROWS ? r1 - r : PK_IQ2_ROWS);
+            kn->iq2_decode((const uint8_t *)w->data + r * w->nb[1], w->nb[1], n, nb, w->type == GGML_TYPE_IQ2_XS,
+                           decoded + (r - r0) / PK_IQ2_ROWS * group_bytes);
+        }
+        for (int64_t c = 0; c < ncols; c += pt->max_cols) {
+            for (int64_t r = r0; r < r1; r += PK_IQ2_ROWS) {
+                const struct pk_iq2_tile t = {
+                    .w = decoded + (r - r0) / PK_IQ2_ROWS * group_bytes, .nb = nb,
+                    .act = (const uint8_t *)task->wdata + (size_t)(c / pt->max_cols) * tile_bytes,
+                    .ncols = (int)(ncols - c < pt->max_cols ? ncols - c : pt->max_cols),
+                    .nrows = (int)(r1 - r < PK_IQ2_ROWS ? r1 - r : PK_IQ2_ROWS),
+                    .dst = (float *)dst->data + c * dst->ne[0] + r, .dst_stride = (size_t)dst->ne[0],
+                };
+                kn->iq2(&t);
             }
         }
     }
@@ -954,7 +1021,7 @@ bool cpu_fast_mul_mat_id_applies(const struct tensor *dst) {
         const struct tensor node = pk_expert_product(dst, e);
         const enum pk_kind kind = pk_kind_of(&node);
         /* F16 experts are read in place: more columns keep the reference path */
-        if (kind == PK_NONE || (kind == PK_F16 && x->ne[1] > 1)) return false;
+        if (kind != PK_QUANT && !(kind == PK_F16 && x->ne[1] == 1)) return false;
     }
     return true;
 }
@@ -1060,6 +1127,8 @@ void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
         if (pk_mask_table_bytes(dst)) pk_mask_scan(task, dst);
     } else if (dst->src[0]->type == GGML_TYPE_F16) {
         pk_f16_compute(task, dst);
+    } else if (pk_kind_of(dst) == PK_IQ2) {
+        pk_iq2_compute(task, dst);
     } else {
         const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata };
         pk_quant_compute(task, dst, &tl);

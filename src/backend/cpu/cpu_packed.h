@@ -17,7 +17,9 @@
  * cpu_packed_impl.h). The packed copy lives in anonymous memory (its own, or
  * a model's arena), described by the tensor's `extra`; the file's layout on
  * disk is unchanged. F16 weights need no packing: their rows are read in
- * place.
+ * place. IQ2_XXS / IQ2_XS weights are not packed either: products of more
+ * than one column decode 32 rows at a time into scaled 16-bit values, with
+ * b1892's integer lanes and float operations (cpu_packed_impl.h).
  * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
  * reference path.
  *
@@ -117,9 +119,10 @@ size_t cpu_packed_f16_scratch_floats(int64_t k);
 void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, const float *act, size_t act_stride,
                             int64_t ncols, int64_t k, float *scratch, float *dst, size_t dst_stride);
 
-/* mul_mat on this path: dst = w x x with w packed (or F16 with 32 | K), x
- * F32 rows, dst F32. cpu_matmul.c asks cpu_fast_mul_mat_applies() and hands
- * the node over; work memory and phases as any op (INIT converts x). */
+/* mul_mat on this path: dst = w x x with w packed (or F16 with 32 | K, or
+ * IQ2 with more than one column), x F32 rows, dst F32. cpu_matmul.c asks
+ * cpu_fast_mul_mat_applies() and hands the node over; work memory and
+ * phases as any op (INIT converts x). */
 bool cpu_fast_mul_mat_applies(const struct tensor *dst);
 size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads);
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst);

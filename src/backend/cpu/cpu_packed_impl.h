@@ -208,7 +208,44 @@ struct pk_f16_item {
     size_t dst_stride;         /* floats per column of dst */
 };
 
+/* IQ2_XXS and IQ2_XS products with more than one column keep no packed copy
+ * (their grid lookups would make one 4x the file): a thread decodes
+ * PK_IQ2_DECODE_ROWS rows at a time into scaled 16-bit values and runs them
+ * against every column with vpdpwssd. The decoded rows, per group of
+ * PK_IQ2_ROWS rows and super-block: for chunk j (32 elements) and half h,
+ * per row pair p, 64 bytes: the pair's two rows (32 bytes each), lane k
+ * holding elements 4 k + 2 h and 4 k + 2 h + 1 of the chunk as int16 times
+ * their odd scale (2s + 1; b1892's lane k of the row gets both halves);
+ * then per row pair the rows' d as 8 floats each. */
+#define PK_IQ2_ROWS 4
+#define PK_IQ2_DECODE_ROWS 32
+#define PK_IQ2_SB_BYTES (8 * 2 * 2 * 64 + 2 * 64)
+/* A column's Q8_K block in the same order: qs[16 (2 j + h) + 2 k + t] =
+ * element 32 j + 4 k + 2 h + t, as int16. */
+struct pk_act_iq2 {
+    int16_t qs[256];
+    float d;
+    uint8_t pad[60];
+};
+_Static_assert(sizeof(struct pk_act_iq2) % 64 == 0, "pk_act_iq2 records are cache-line sized");
+
+/* One call of the IQ2 kernel: a decoded group (w) x ncols columns. */
+struct pk_iq2_tile {
+    const uint8_t *w;          /* the group's first super-block */
+    int64_t nb;                /* super-blocks per row */
+    const uint8_t *act;        /* the columns' activation tile (records per block, then column) */
+    int ncols;                 /* 1..PK_COLS_IQ2 */
+    int nrows;                 /* rows to store: 1..PK_IQ2_ROWS */
+    float *dst;                /* output of the group's first row, first column */
+    size_t dst_stride;         /* floats per column of dst */
+};
+
 typedef void (*pk_tile_fn)(const struct pk_tile *t);
+/* Decodes rows [0, nrows) (nrows <= PK_IQ2_ROWS; the others zero) of an
+ * IQ2_XXS (xs false) or IQ2_XS weight, nb super-blocks each, into one group. */
+typedef void (*pk_iq2_decode_fn)(const uint8_t *rows, size_t row_bytes, int nrows, int64_t nb, bool xs,
+                                 uint8_t *out);
+typedef void (*pk_iq2_tile_fn)(const struct pk_iq2_tile *t);
 typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 
 /* Columns per call of each quantized kernel. */
@@ -216,6 +253,7 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 #define PK_COLS_K 4
 #define PK_COLS_FAST 12
 #define PK_COLS_FAST_K 8
+#define PK_COLS_IQ2 6
 
 /* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
  * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
@@ -223,6 +261,8 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 struct pk_kernels {
     pk_tile_fn q4_0, q8_0, q5_0, q4_1, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K;
     pk_f16_item_fn f16;
+    pk_iq2_decode_fn iq2_decode;
+    pk_iq2_tile_fn iq2;
 };
 
 /* The micro-kernels this CPU runs in the given mode, or NULL (cpu_packed_x86.c). */

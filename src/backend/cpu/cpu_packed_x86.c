@@ -28,6 +28,11 @@
  * with one vpdpwssd, then per super-block one conversion and one FMA (Q4_K:
  * two, with the mins).
  *
+ * IQ2 tiles (IQ2_XXS, IQ2_XS; 4 decoded rows x up to 6 columns): two rows
+ * to a register, each row's 8 lanes as b1892's, fed by vpdpwssd with the
+ * weights already times their scales (int16, exact), then per super-block
+ * one vcvtdq2ps and one vfmadd231ps as in the exact k-quant tiles.
+ *
  * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
  * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
  * elements; the reduction is quant_float.c's.
@@ -42,6 +47,8 @@
 #include <string.h>
 
 #include "core/fp16.h"
+#include "quant/iq2_tables.h"
+#include "quant/quant_blocks.h"
 
 #define PK_TARGET "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
 #define PK_FN static inline __attribute__((target(PK_TARGET), always_inline))
@@ -1072,17 +1079,138 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
     }
 }
 
+/* ---- IQ2_XXS, IQ2_XS (prompts; layouts in cpu_packed_impl.h) ---------------- */
+
+/* One row's chunk of 32 values as int16 times their odd scales (scale:
+ * elements 0-15 in the low half), regrouped into the halves h = 0 (dword
+ * pairs 0, 2, ..., 14) and h = 1 (pairs 1, 3, ..., 15) of the result. The
+ * grid words give the magnitudes, bit e of `signs` negates element e. */
+PK_FN __m512i pk_iq2_chunk(const uint64_t grid[4], uint32_t signs, __m512i scale) {
+    const __m256i mag = _mm256_set_epi64x((long long)grid[3], (long long)grid[2], (long long)grid[1],
+                                          (long long)grid[0]);
+    const __m256i val = _mm256_mask_sub_epi8(mag, (__mmask32)signs, _mm256_setzero_si256(), mag);
+    const __m512i w = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(val), scale);
+    return _mm512_permutexvar_epi32(_mm512_set_epi32(15, 13, 11, 9, 7, 5, 3, 1, 14, 12, 10, 8, 6, 4, 2, 0), w);
+}
+
+/* The 4 sign bytes of a chunk's groups as one mask, element e at bit e. */
+PK_FN uint32_t pk_iq2_signs(unsigned i0, unsigned i1, unsigned i2, unsigned i3) {
+    return (uint32_t)iq2_sign_byte(i0) | (uint32_t)iq2_sign_byte(i1) << 8 | (uint32_t)iq2_sign_byte(i2) << 16 |
+           (uint32_t)iq2_sign_byte(i3) << 24;
+}
+
+PK_KERNEL void pk_iq2_decode(const uint8_t *rows, size_t row_bytes, int nrows, int64_t nb, bool xs, uint8_t *out) {
+    for (int64_t i = 0; i < nb; i++) {
+        uint8_t *sb = out + i * PK_IQ2_SB_BYTES;
+        float d[PK_IQ2_ROWS];
+        for (int r = 0; r < PK_IQ2_ROWS; r++) {
+            uint8_t *row_at = sb + (r / 2) * 64 + (r % 2) * 32; /* + 128 (2 j + h) */
+            if (r >= nrows) {
+                d[r] = 0;
+                for (int jh = 0; jh < 16; jh++) _mm256_storeu_si256((__m256i *)(row_at + 128 * jh), _mm256_setzero_si256());
+                continue;
+            }
+            for (int j = 0; j < 8; j++) {
+                uint64_t grid[4];
+                uint32_t signs;
+                __m512i scale;
+                if (xs) {
+                    const block_iq2_xs *b = (const block_iq2_xs *)(rows + r * row_bytes) + i;
+                    const uint16_t *q = b->qs + 4 * j;
+                    for (int l = 0; l < 4; l++) grid[l] = iq2_xs_grid[q[l] & 511];
+                    signs = pk_iq2_signs(q[0] >> 9, q[1] >> 9, q[2] >> 9, q[3] >> 9);
+                    scale = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * (b->scales[j] & 0xf) + 1)),
+                                               _mm256_set1_epi16((short)(2 * (b->scales[j] >> 4) + 1)), 1);
+                    d[r] = fp16_to_fp32(b->d);
+                } else {
+                    const block_iq2_xxs *b = (const block_iq2_xxs *)(rows + r * row_bytes) + i;
+                    const uint16_t *q = b->qs + 4 * j;
+                    const uint32_t idx = (uint32_t)q[0] | (uint32_t)q[1] << 16, ss = (uint32_t)q[2] | (uint32_t)q[3] << 16;
+                    for (int l = 0; l < 4; l++) grid[l] = iq2_xxs_grid[(idx >> (8 * l)) & 0xFF];
+                    signs = pk_iq2_signs(ss & 127, (ss >> 7) & 127, (ss >> 14) & 127, (ss >> 21) & 127);
+                    scale = _mm512_set1_epi16((short)(2 * (ss >> 28) + 1));
+                    d[r] = fp16_to_fp32(b->d);
+                }
+                const __m512i v = pk_iq2_chunk(grid, signs, scale);
+                _mm256_storeu_si256((__m256i *)(row_at + 128 * (2 * j)), _mm512_castsi512_si256(v));
+                _mm256_storeu_si256((__m256i *)(row_at + 128 * (2 * j + 1)), _mm512_extracti64x4_epi64(v, 1));
+            }
+        }
+        for (int p = 0; p < 2; p++) {
+            const __m512 dp = _mm512_insertf32x8(_mm512_set1_ps(d[2 * p]), _mm256_set1_ps(d[2 * p + 1]), 1);
+            _mm512_storeu_ps(sb + 2048 + 64 * p, dp);
+        }
+    }
+}
+
+/* A decoded group x C columns: per super-block each row's 8 lanes (two rows
+ * to a register) from 16 vpdpwssd steps per column, exact; then one
+ * vcvtdq2ps and one vfmadd231ps with d_w d_a, b1892's float operations; at
+ * the end hsum_float_8 per row and the 1/8. */
+PK_FN void pk_iq2_tile_c(const struct pk_iq2_tile *t, const int C) {
+    __m512 acc[2][PK_COLS_IQ2];
+    PK_UNROLL
+    for (int c = 0; c < C; c++) acc[0][c] = acc[1][c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const uint8_t *w = t->w + i * PK_IQ2_SB_BYTES;
+        const struct pk_act_iq2 *a = (const struct pk_act_iq2 *)t->act + i * PK_COLS_IQ2;
+        __m512i lanes[2][PK_COLS_IQ2];
+        PK_UNROLL
+        for (int c = 0; c < C; c++) lanes[0][c] = lanes[1][c] = _mm512_setzero_si512();
+        PK_UNROLL
+        for (int jh = 0; jh < 16; jh++) {
+            const __m512i w0 = _mm512_loadu_si512(w + 128 * jh), w1 = _mm512_loadu_si512(w + 128 * jh + 64);
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m512i y = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(a[c].qs + 16 * jh)));
+                lanes[0][c] = _mm512_dpwssd_epi32(lanes[0][c], w0, y);
+                lanes[1][c] = _mm512_dpwssd_epi32(lanes[1][c], w1, y);
+            }
+        }
+        const __m512 d0 = _mm512_loadu_ps(w + 2048), d1 = _mm512_loadu_ps(w + 2048 + 64);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 dy = _mm512_set1_ps(a[c].d);
+            acc[0][c] = _mm512_fmadd_ps(_mm512_mul_ps(d0, dy), _mm512_cvtepi32_ps(lanes[0][c]), acc[0][c]);
+            acc[1][c] = _mm512_fmadd_ps(_mm512_mul_ps(d1, dy), _mm512_cvtepi32_ps(lanes[1][c]), acc[1][c]);
+        }
+    }
+    PK_UNROLL
+    for (int c = 0; c < C; c++) {
+        for (int p = 0; p < 2; p++) {
+            float l[16];
+            _mm512_storeu_ps(l, acc[p][c]);
+            for (int h = 0; h < 2 && 2 * p + h < t->nrows; h++) {
+                const float *k = l + 8 * h;
+                const float r0 = k[0] + k[4], r1 = k[1] + k[5], r2 = k[2] + k[6], r3 = k[3] + k[7];
+                t->dst[c * t->dst_stride + 2 * p + h] = 0.125f * ((r0 + r2) + (r1 + r3));
+            }
+        }
+    }
+}
+
+PK_KERNEL void pk_iq2_tile(const struct pk_iq2_tile *t) {
+    switch (t->ncols) {
+        case 1: pk_iq2_tile_c(t, 1); break;
+        case 2: pk_iq2_tile_c(t, 2); break;
+        case 3: pk_iq2_tile_c(t, 3); break;
+        case 4: pk_iq2_tile_c(t, 4); break;
+        case 5: pk_iq2_tile_c(t, 5); break;
+        default: pk_iq2_tile_c(t, 6); break;
+    }
+}
+
 static const struct pk_kernels pk_avx512 = {
     .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
-    .q6_K = pk_q6_K_tile, .f16 = pk_f16_item,
+    .q6_K = pk_q6_K_tile, .f16 = pk_f16_item, .iq2_decode = pk_iq2_decode, .iq2 = pk_iq2_tile,
 };
 
 static const struct pk_kernels pk_avx512_fast = {
     .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
     .q5_K = pk_q5_K_tile,
-    .q6_K = pk_q6_K_fast_tile, .f16 = pk_f16_item,
+    .q6_K = pk_q6_K_fast_tile, .f16 = pk_f16_item, .iq2_decode = pk_iq2_decode, .iq2 = pk_iq2_tile,
 };
 
 const struct pk_kernels *pk_kernels_x86(bool fast) {
