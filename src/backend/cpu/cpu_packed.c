@@ -620,43 +620,54 @@ static void pk_act_q8f(const float *x, int64_t k, int64_t b0, int64_t b1, int bi
     }
 }
 
-/* Blocks [b0, b1) of one column as Q8_K records (the trait table's Q8_K quantizer). */
+/* A Q8_K block as the k-quant kernels' record. */
+static void pk_record_q8k(const block_q8_K *b, struct pk_act_q8k *a) {
+    memcpy(a->qs, b->qs, sizeof a->qs);
+    a->d = b->d;
+    for (int j = 0; j < 8; j++) a->bpairs[j] = (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
+    memcpy(a->bsums, b->bsums, sizeof a->bsums);
+    for (int n = 0; n < 2; n++)
+        for (int h = 0; h < 2; h++)
+            for (int p = 0; p < 2; p++)
+                for (int l = 0; l < 4; l++)
+                    for (int w = 0; w < 2; w++) {
+                        const int8_t *q = b->qs + 32 * (4 * n + 2 * p + w) + 16 * h + 4 * l;
+                        a->corr6[n][h][p][l][w] = (int16_t)(-32 * (q[0] + q[1] + q[2] + q[3]));
+                    }
+}
+
+/* The same for the fast Q6_K kernel: the half sub-blocks' corrections. */
+static void pk_record_q8k6f(const block_q8_K *b, struct pk_act_q8k6f *a) {
+    memcpy(a->qs, b->qs, sizeof a->qs);
+    a->d = b->d;
+    for (int h = 0; h < 32; h++) {
+        int32_t sum = 0;
+        for (int e = 0; e < 8; e++) sum += b->qs[8 * h + e];
+        a->corr[h] = -32 * sum - 1;
+    }
+}
+
+/* The same for the IQ2 kernel: the quants as int16, each lane's pairs together. */
+static void pk_record_iq2(const block_q8_K *b, struct pk_act_iq2 *a) {
+    for (int j = 0; j < 8; j++)
+        for (int h = 0; h < 2; h++)
+            for (int l = 0; l < 8; l++)
+                for (int t = 0; t < 2; t++) a->qs[16 * (2 * j + h) + 2 * l + t] = b->qs[32 * j + 4 * l + 2 * h + t];
+    a->d = b->d;
+}
+
+/* Blocks [b0, b1) of one column quantized to Q8_K (the trait table's
+ * quantizer) as the records of pt's kernels. */
 static void pk_act_q8k(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
                        const struct pk_type *pt, int64_t col) {
     type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
     for (int64_t i = b0; i < b1; i++) {
-        const block_q8_K *b = &tmp[i - b0];
-        struct pk_act_q8k *a = (struct pk_act_q8k *)pk_act_at(act, pt, k / 256, col, i);
-        memset(a, 0, sizeof *a);
-        memcpy(a->qs, b->qs, sizeof a->qs);
-        a->d = b->d;
-        for (int j = 0; j < 8; j++) a->bpairs[j] = (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
-        memcpy(a->bsums, b->bsums, sizeof a->bsums);
-        for (int n = 0; n < 2; n++)
-            for (int h = 0; h < 2; h++)
-                for (int p = 0; p < 2; p++)
-                    for (int l = 0; l < 4; l++)
-                        for (int w = 0; w < 2; w++) {
-                            const int8_t *q = b->qs + 32 * (4 * n + 2 * p + w) + 16 * h + 4 * l;
-                            a->corr6[n][h][p][l][w] = (int16_t)(-32 * (q[0] + q[1] + q[2] + q[3]));
-                        }
-    }
-}
-
-/* The same for the fast Q6_K kernel: the half sub-blocks' corrections. */
-static void pk_act_q8k6f(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
-                         const struct pk_type *pt, int64_t col) {
-    type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
-    for (int64_t i = b0; i < b1; i++) {
-        const block_q8_K *b = &tmp[i - b0];
-        struct pk_act_q8k6f *a = (struct pk_act_q8k6f *)pk_act_at(act, pt, k / 256, col, i);
-        memset(a, 0, sizeof *a);
-        memcpy(a->qs, b->qs, sizeof a->qs);
-        a->d = b->d;
-        for (int h = 0; h < 32; h++) {
-            int32_t sum = 0;
-            for (int e = 0; e < 8; e++) sum += b->qs[8 * h + e];
-            a->corr[h] = -32 * sum - 1;
+        void *a = pk_act_at(act, pt, k / 256, col, i);
+        memset(a, 0, pk_act_record(pt->act));
+        switch (pt->act) {
+            case PK_ACT_Q8K6F: pk_record_q8k6f(&tmp[i - b0], a); break;
+            case PK_ACT_IQ2: pk_record_iq2(&tmp[i - b0], a); break;
+            default: pk_record_q8k(&tmp[i - b0], a); break;
         }
     }
 }
@@ -665,22 +676,6 @@ static void pk_act_q8k6f(const float *x, int64_t k, int64_t b0, int64_t b1, bloc
  * `act`, the threads sharing the work (scratch: this thread's). Column r
  * goes to slot slot_of[r] of the tiles (skipped when -1), or to slot r
  * without a map. */
-/* The same for the IQ2 kernel: the quants as int16, lanes' pairs together. */
-static void pk_act_iq2(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
-                       const struct pk_type *pt, int64_t col) {
-    type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
-    for (int64_t i = b0; i < b1; i++) {
-        const block_q8_K *b = &tmp[i - b0];
-        struct pk_act_iq2 *a = (struct pk_act_iq2 *)pk_act_at(act, pt, k / 256, col, i);
-        memset(a, 0, sizeof *a);
-        for (int j = 0; j < 8; j++)
-            for (int h = 0; h < 2; h++)
-                for (int l = 0; l < 8; l++)
-                    for (int t = 0; t < 2; t++) a->qs[16 * (2 * j + h) + 2 * l + t] = b->qs[32 * j + 4 * l + 2 * h + t];
-        a->d = b->d;
-    }
-}
-
 static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, const struct tensor *x, uint8_t *act,
                          void *scratch, const int32_t *slot_of) {
     const int64_t k = x->ne[0];
@@ -719,10 +714,6 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
             pk_act_q8(src, k, b0, b1, bias, q8_1, scratch, act, pt, slot);
         } else if (pt->act == PK_ACT_Q8F) {
             pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, slot);
-        } else if (pt->act == PK_ACT_Q8K6F) {
-            pk_act_q8k6f(src, k, b0, b1, scratch, act, pt, slot);
-        } else if (pt->act == PK_ACT_IQ2) {
-            pk_act_iq2(src, k, b0, b1, scratch, act, pt, slot);
         } else {
             pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot);
         }
