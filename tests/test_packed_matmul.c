@@ -134,13 +134,13 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
 }
 
 /* mul_mat_id takes the packed path when every expert has it (F16 experts:
- * for one column only): each column the product of the expert its id
+ * for one column only; IQ2 experts, decoded per work item: for more): each column the product of the expert its id
  * selects, bit for bit, one column (generation, the threads sharing the
  * rows) or several (grouped by expert into tiles: here half the experts
  * unused, the others with columns for several tiles and a partial one); an
  * id out of range fails the computation instead of reading past the experts. */
 static void check_mul_mat_id(struct cpu_threadpool *pool) {
-    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q5_K, GGML_TYPE_F16 };
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q5_K, GGML_TYPE_IQ2_XXS, GGML_TYPE_F16 };
     enum { N_AS = 4 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         static const int64_t col_counts[] = { 1, 5, 37 };
@@ -160,7 +160,9 @@ static void check_mul_mat_id(struct cpu_threadpool *pool) {
             struct graph *g = graph_new(ctx, 8);
             CHECK(graph_build_forward(g, out));
             /* the packed path wherever it runs */
-            CHECK(cpu_fast_mul_mat_id_applies(out) == (cpu_packed_f16_available(512) && (types[i] != GGML_TYPE_F16 || ncols == 1)));
+            const bool one_column_only = types[i] == GGML_TYPE_F16, columns_only = types[i] == GGML_TYPE_IQ2_XXS;
+            CHECK(cpu_fast_mul_mat_id_applies(out) ==
+                  (cpu_packed_f16_available(512) && (one_column_only ? ncols == 1 : columns_only ? ncols > 1 : true)));
             int bad = 0;
             for (int32_t e = 0; e < N_AS; e++) {
                 for (int64_t c = 0; c < ncols; c++) {

@@ -778,6 +778,7 @@ struct pk_tiles {
     const uint8_t *act;                  /* the converted columns (pk_act_at) */
     const struct pk_expert_groups *eg;
     float *tile_out;
+    uint8_t *decoded;                    /* IQ2: this thread's decoded rows */
 };
 
 /* Columns of tile `tile` (padding at the end of an expert's last tile). */
@@ -787,6 +788,25 @@ static int pk_tile_cols(const struct pk_tiles *tl, const struct pk_type *pt, int
     int n = 0;
     while (n < pt->max_cols && tl->eg->col_of[first + n] >= 0) n++;
     return n;
+}
+
+/* Where the kernel writes the outputs of `rows` rows from `row` x tile
+ * `tile`: in place, or (grouped by expert) into tile_out, rows floats per
+ * column; *stride: floats per column. */
+static float *pk_tile_dst(const struct pk_tiles *tl, struct tensor *dst, int64_t tile, int max_cols, int64_t row,
+                          int rows, size_t *stride) {
+    *stride = tl->eg ? (size_t)rows : (size_t)dst->ne[0];
+    return tl->eg ? tl->tile_out : (float *)dst->data + tile * max_cols * dst->ne[0] + row;
+}
+
+/* Grouped by expert: the tile's outputs (nrows of each of its ncols
+ * columns) from tile_out to their columns. */
+static void pk_tile_scatter(const struct pk_tiles *tl, struct tensor *dst, int64_t tile, int max_cols, int ncols,
+                            int64_t row, int nrows, int rows) {
+    for (int j = 0; tl->eg && j < ncols; j++) {
+        float *out = cpu_elem(dst, row, tl->eg->col_of[tile * max_cols + j], 0, 0);
+        memcpy(out, tl->tile_out + (size_t)j * rows, (size_t)nrows * sizeof(float));
+    }
 }
 
 /* Quantized weights (2-d, packed): with one column tile, row groups as
@@ -824,54 +844,63 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
             const int64_t ng = g1 - g < step ? g1 - g : step, rows_left = w->ne[1] - g * rows;
             const int nrows = (int)(rows_left < rows * ng ? rows_left : rows * ng);
             for (int64_t tile = t0; tile < t1; tile++) {
-                const int64_t c = tile * pt->max_cols;
                 const struct tensor *wt = eg ? dst->src[2 + eg->expert_of[tile]] : w;
                 const uint8_t *group = ((const struct cpu_packed_weight *)wt->extra)->data + (size_t)g * gb;
-                const struct pk_tile t = {
+                struct pk_tile t = {
                     .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng,
                     .act = tl->act + (size_t)tile * tile_bytes, .ncols = pk_tile_cols(tl, pt, ncols, tile),
-                    .nrows = nrows, .dst = eg ? tl->tile_out : (float *)dst->data + c * dst->ne[0] + g * rows,
-                    .dst_stride = eg ? (size_t)rows : (size_t)dst->ne[0],
+                    .nrows = nrows,
                 };
+                t.dst = pk_tile_dst(tl, dst, tile, pt->max_cols, g * rows, (int)rows, &t.dst_stride);
                 kernel(&t);
-                for (int j = 0; eg && j < t.ncols; j++) {
-                    float *out = cpu_elem(dst, g * rows, eg->col_of[c + j], 0, 0);
-                    memcpy(out, tl->tile_out + (size_t)j * rows, (size_t)nrows * sizeof(float));
-                }
+                pk_tile_scatter(tl, dst, tile, pt->max_cols, t.ncols, g * rows, nrows, (int)rows);
             }
         }
     }
 }
 
-/* IQ2 weights: units of PK_IQ2_DECODE_ROWS rows claimed as the threads go;
- * a unit's rows are decoded once (pk_iq2_decode) and then run against
- * every column tile, group by group. */
-static void pk_iq2_compute(const struct cpu_task *task, struct tensor *dst) {
-    const struct tensor *w = dst->src[0], *x = dst->src[1];
+/* IQ2 weights: work units of PK_IQ2_DECODE_ROWS rows of one weight (with
+ * experts: of one expert that has columns), claimed as the threads go; a
+ * unit's rows are decoded once (pk_iq2_decode) and then run against every
+ * column tile of that weight, group by group. */
+static void pk_iq2_compute(const struct cpu_task *task, struct tensor *dst, const struct pk_tiles *tl) {
+    const struct pk_expert_groups *eg = tl->eg;
+    const struct tensor *w = eg ? dst->src[2] : dst->src[0], *x = dst->src[1]; /* experts: one type and shape */
     const struct pk_type *pt = pk_type_get(w->type);
     const struct pk_kernels *kn = pk_kernels();
     const int64_t nb = w->ne[0] / 256, ncols = x->ne[1], nrows = w->ne[1];
-    const int64_t units = (nrows + PK_IQ2_DECODE_ROWS - 1) / PK_IQ2_DECODE_ROWS;
+    const int64_t row_units = (nrows + PK_IQ2_DECODE_ROWS - 1) / PK_IQ2_DECODE_ROWS;
     const size_t tile_bytes = (size_t)(nb * pt->max_cols) * sizeof(struct pk_act_iq2);
     const size_t group_bytes = (size_t)nb * PK_IQ2_SB_BYTES;
-    uint8_t *decoded = pk_thread_scratch(task, dst);
-    for (int64_t u = cpu_task_next_chunk(task); u < units; u = cpu_task_next_chunk(task)) {
-        const int64_t r0 = u * PK_IQ2_DECODE_ROWS, r1 = r0 + PK_IQ2_DECODE_ROWS < nrows ? r0 + PK_IQ2_DECODE_ROWS : nrows;
+    /* the runs of tiles that share a weight: [run_start[n], run_start[n + 1]) */
+    int64_t run_start[TENSOR_MAX_SRC + 1] = { 0 }, runs = 1;
+    run_start[1] = (ncols + pt->max_cols - 1) / pt->max_cols;
+    if (eg) {
+        runs = 0;
+        for (int64_t t = 0; t < eg->tiles; t++) {
+            if (t == 0 || eg->expert_of[t] != eg->expert_of[t - 1]) run_start[runs++] = t;
+        }
+        run_start[runs] = eg->tiles;
+    }
+    for (int64_t u = cpu_task_next_chunk(task); u < runs * row_units; u = cpu_task_next_chunk(task)) {
+        const int64_t run = u / row_units, r0 = u % row_units * PK_IQ2_DECODE_ROWS;
+        const int64_t r1 = r0 + PK_IQ2_DECODE_ROWS < nrows ? r0 + PK_IQ2_DECODE_ROWS : nrows;
+        const struct tensor *wt = eg ? dst->src[2 + eg->expert_of[run_start[run]]] : w;
         for (int64_t r = r0; r < r1; r += PK_IQ2_ROWS) {
             const int n = (int)(r1 - r < PK_IQ2_ROWS ? r1 - r : PK_IQ2_ROWS);
-            kn->iq2_decode((const uint8_t *)w->data + r * w->nb[1], w->nb[1], n, nb, w->type == GGML_TYPE_IQ2_XS,
-                           decoded + (r - r0) / PK_IQ2_ROWS * group_bytes);
+            kn->iq2_decode((const uint8_t *)wt->data + r * wt->nb[1], wt->nb[1], n, nb, w->type == GGML_TYPE_IQ2_XS,
+                           tl->decoded + (r - r0) / PK_IQ2_ROWS * group_bytes);
         }
-        for (int64_t c = 0; c < ncols; c += pt->max_cols) {
+        for (int64_t tile = run_start[run]; tile < run_start[run + 1]; tile++) {
             for (int64_t r = r0; r < r1; r += PK_IQ2_ROWS) {
-                const struct pk_iq2_tile t = {
-                    .w = decoded + (r - r0) / PK_IQ2_ROWS * group_bytes, .nb = nb,
-                    .act = (const uint8_t *)task->wdata + (size_t)(c / pt->max_cols) * tile_bytes,
-                    .ncols = (int)(ncols - c < pt->max_cols ? ncols - c : pt->max_cols),
+                struct pk_iq2_tile t = {
+                    .w = tl->decoded + (r - r0) / PK_IQ2_ROWS * group_bytes, .nb = nb,
+                    .act = tl->act + (size_t)tile * tile_bytes, .ncols = pk_tile_cols(tl, pt, ncols, tile),
                     .nrows = (int)(r1 - r < PK_IQ2_ROWS ? r1 - r : PK_IQ2_ROWS),
-                    .dst = (float *)dst->data + c * dst->ne[0] + r, .dst_stride = (size_t)dst->ne[0],
                 };
+                t.dst = pk_tile_dst(tl, dst, tile, pt->max_cols, r, PK_IQ2_ROWS, &t.dst_stride);
                 kn->iq2(&t);
+                pk_tile_scatter(tl, dst, tile, pt->max_cols, t.ncols, r, t.nrows, PK_IQ2_ROWS);
             }
         }
     }
@@ -1011,8 +1040,9 @@ bool cpu_fast_mul_mat_id_applies(const struct tensor *dst) {
     for (int e = 0; e < n_as; e++) {
         const struct tensor node = pk_expert_product(dst, e);
         const enum pk_kind kind = pk_kind_of(&node);
-        /* F16 experts are read in place: more columns keep the reference path */
-        if (kind != PK_QUANT && !(kind == PK_F16 && x->ne[1] == 1)) return false;
+        /* F16 experts are read in place: more columns keep the reference path
+         * (IQ2 experts: one column does) */
+        if (kind != PK_QUANT && kind != PK_IQ2 && !(kind == PK_F16 && x->ne[1] == 1)) return false;
     }
     return true;
 }
@@ -1105,8 +1135,12 @@ void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
     if (task->phase == CPU_PHASE_INIT) {
         pk_convert_x(task, dst->src[2], dst->src[1], (uint8_t *)task->wdata, own, eg.slot_of);
     } else {
-        const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata, .eg = &eg, .tile_out = (float *)(own + z.scratch + z.groups) };
-        pk_quant_compute(task, dst, &tl);
+        const struct pk_tiles tl = {
+            .act = (const uint8_t *)task->wdata, .eg = &eg, .tile_out = (float *)(own + z.scratch + z.groups),
+            .decoded = own,
+        };
+        if (pk_type_get(dst->src[2]->type)->act == PK_ACT_IQ2) pk_iq2_compute(task, dst, &tl);
+        else pk_quant_compute(task, dst, &tl);
     }
 }
 
@@ -1118,10 +1152,9 @@ void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
         if (pk_mask_table_bytes(dst)) pk_mask_scan(task, dst);
     } else if (dst->src[0]->type == GGML_TYPE_F16) {
         pk_f16_compute(task, dst);
-    } else if (pk_kind_of(dst) == PK_IQ2) {
-        pk_iq2_compute(task, dst);
     } else {
-        const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata };
-        pk_quant_compute(task, dst, &tl);
+        const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata, .decoded = pk_thread_scratch(task, dst) };
+        if (pk_kind_of(dst) == PK_IQ2) pk_iq2_compute(task, dst, &tl);
+        else pk_quant_compute(task, dst, &tl);
     }
 }
