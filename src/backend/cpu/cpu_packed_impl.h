@@ -250,7 +250,7 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 
 /* Columns per call of each quantized kernel. */
 #define PK_COLS_Q8 8
-#define PK_COLS_K 4
+#define PK_COLS_K 8
 #define PK_COLS_FAST 12
 #define PK_COLS_FAST_K 8
 #define PK_COLS_IQ2 6

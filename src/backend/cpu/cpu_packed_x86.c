@@ -278,14 +278,6 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         case 7: body(7); break;               \
         default: body(8); break;              \
     }
-#define PK_DISPATCH_4(body)                   \
-    switch (t->ncols) {                       \
-        case 1: body(1); break;               \
-        case 2: body(2); break;               \
-        case 3: body(3); break;               \
-        default: body(4); break;              \
-    }
-
 /* The legacy tiles: two groups of rows for one column, else up to 8 columns. */
 #define PK_LEGACY_TILE(name, KIND)                                     \
     PK_KERNEL void name(const struct pk_tile *t) {                     \
@@ -745,7 +737,7 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
 
 #undef PK_GC
 
-/* The k-quant tiles: two groups of rows for one column, else up to 4
+/* The k-quant tiles: two groups of rows for one column, else up to 8
  * columns; each on the kernel of its family (Q4_K's or Q6_K's) with its bits. */
 #define PK_KQUANT_TILE(name, family, BITS, COLS)                       \
     PK_KERNEL void name(const struct pk_tile *t) {                     \
@@ -754,7 +746,7 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
             family(t, 2, 1, bits);                                     \
             return;                                                    \
         }                                                              \
-        PK_DISPATCH_4(COLS)                                            \
+        PK_DISPATCH_8(COLS)                                            \
     }
 #define PK_Q4_K_COLS(C) pk_q4_K_tile_gc(t, 1, C, bits)
 #define PK_Q6_K_COLS(C) pk_q6_K_tile_gc(t, 1, C, bits)
