@@ -278,6 +278,7 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         case 7: body(7); break;               \
         default: body(8); break;              \
     }
+
 /* The legacy tiles: two groups of rows for one column, else up to 8 columns. */
 #define PK_LEGACY_TILE(name, KIND)                                     \
     PK_KERNEL void name(const struct pk_tile *t) {                     \
