@@ -69,6 +69,9 @@ static float reference(const struct tensor *w, const struct tensor *x, int64_t i
  * products schedule differently when threads must take turns: pk_vec_next). */
 static int g_thread_counts[4] = { 1, 2, 3 }, g_n_thread_counts = 3;
 
+/* Whether IQ2 matrix-vector products have their kernel (AVX-512 VBMI). */
+static bool iq2_vec_kernel(void) { return cpu_packed_f16_available(32) && cpu_features_get()->avx512vbmi; }
+
 /* Products check_product saw take the fast path (cpu_fast_mul_mat_applies). */
 static int g_fast_products;
 
@@ -128,13 +131,17 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
     }
     printf("  %-7s %d shapes, %d with packed weights%s, %d on the fast path\n", type_name(type), n_checked, n_packed,
            cpu_packed_type(type) ? "" : " (type not packed here)", g_fast_products - fast_before);
-    /* IQ2 products of more than one column are decoded per work item, not packed */
+    /* IQ2 products are read in place, not packed: with more than one column
+     * decoded per work item, with one by the VBMI kernel where the CPU has it */
     const bool iq2 = type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS;
-    if (iq2 && cpu_packed_f16_available(32)) CHECK(g_fast_products > fast_before);
+    if (iq2 && cpu_packed_f16_available(32)) {
+        CHECK(g_fast_products > fast_before);
+        if (iq2_vec_kernel()) CHECK(g_fast_products - fast_before == n_checked);
+    }
 }
 
 /* mul_mat_id takes the packed path when every expert has it (F16 experts:
- * for one column only; IQ2 experts, decoded per work item: for more): each column the product of the expert its id
+ * for one column only; IQ2 experts: for more, and for one with AVX-512 VBMI): each column the product of the expert its id
  * selects, bit for bit, one column (generation, the threads sharing the
  * rows) or several (grouped by expert into tiles: here half the experts
  * unused, the others with columns for several tiles and a partial one); an
@@ -160,7 +167,8 @@ static void check_mul_mat_id(struct cpu_threadpool *pool) {
             struct graph *g = graph_new(ctx, 8);
             CHECK(graph_build_forward(g, out));
             /* the packed path wherever it runs */
-            const bool one_column_only = types[i] == GGML_TYPE_F16, columns_only = types[i] == GGML_TYPE_IQ2_XXS;
+            const bool one_column_only = types[i] == GGML_TYPE_F16;
+            const bool columns_only = types[i] == GGML_TYPE_IQ2_XXS && !iq2_vec_kernel();
             CHECK(cpu_fast_mul_mat_id_applies(out) ==
                   (cpu_packed_f16_available(512) && (one_column_only ? ncols == 1 : columns_only ? ncols > 1 : true)));
             int bad = 0;
@@ -199,7 +207,7 @@ static void check_mul_mat_id(struct cpu_threadpool *pool) {
 static void check_long_matvec(struct cpu_threadpool *pool) {
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
                                             GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                                            GGML_TYPE_F16 };
+                                            GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         struct tensor_ctx *ctx = tensor_ctx_new(16, 16 << 20);
         struct tensor *w = tensor_new_2d(ctx, types[i], 512, 2003);

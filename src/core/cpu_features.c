@@ -40,6 +40,7 @@ static void detect(struct cpu_features *f) {
             f->avx512bw = b & (1u << 30);
             f->avx512vl = b & (1u << 31);
             f->avx512vbmi = c & (1u << 1);
+            f->gfni = c & (1u << 8); /* used with 512-bit operands only */
             f->avx512vnni = c & (1u << 11);
         }
         __cpuid_count(7, 1, a, b, c, d);

@@ -16,7 +16,7 @@
 
 struct cpu_features {
     bool sse3, ssse3, avx, avx2, fma, f16c;
-    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vbmi, avx512vnni, avx512bf16;
+    bool avx512f, avx512bw, avx512vl, avx512dq, avx512vbmi, avx512vnni, avx512bf16, gfni;
     bool avx_vnni;
     bool neon, arm_fma, arm_dotprod;
     bool force_scalar;  /* LLAMAC_SIMD=scalar */

@@ -478,9 +478,11 @@ static enum pk_kind pk_kind_of(const struct tensor *dst) {
         return w->nb[0] == sizeof(fp16_t) && w->ne[0] % 32 == 0 ? PK_F16 : PK_NONE;
     }
     if (w->type == GGML_TYPE_IQ2_XXS || w->type == GGML_TYPE_IQ2_XS) {
-        /* one column (generation) keeps the SIMD vec_dot: decoding rows first ran at 2.5 GB/s
-         * against its 3.9, and a fused decode into registers (one gather per 8 grid words) at 3.8 */
-        const bool shape = w->ne[2] == 1 && w->ne[3] == 1 && x->ne[2] == 1 && x->ne[3] == 1 && x->ne[1] > 1;
+        /* one column (generation) needs the VBMI kernel; without it the row kernels' vec_dot is as
+         * fast as anything tried (decoding rows first: 2.5 GB/s against its 3.9; a fused decode
+         * with one gather per 8 grid words: 3.8) */
+        const bool shape = w->ne[2] == 1 && w->ne[3] == 1 && x->ne[2] == 1 && x->ne[3] == 1 &&
+                           (x->ne[1] > 1 || pk_kernels()->iq2_vec);
         return shape && tensor_is_contiguous(w) && pk_kernels()->iq2 ? PK_IQ2 : PK_NONE;
     }
     return pk_quant_kernel(w->type) && cpu_packed_current(w) ? PK_QUANT : PK_NONE;
@@ -657,17 +659,33 @@ static void pk_record_iq2(const block_q8_K *b, struct pk_act_iq2 *a) {
     a->d = b->d;
 }
 
+/* The same for the IQ2 matrix-vector kernel: the quants in its order. */
+static void pk_record_iq2v(const block_q8_K *b, struct pk_act_iq2v *a) {
+    for (int h = 0; h < 2; h++)
+        for (int m = 0; m < 2; m++)
+            for (int t = 0; t < 2; t++)
+                for (int L = 0; L < 4; L++)
+                    for (int u = 0; u < 8; u++)
+                        for (int e = 0; e < 2; e++)
+                            a->qs[h][m][t][16 * L + 2 * u + e] = b->qs[32 * u + 8 * (2 * (L % 2) + t) + 4 * h + 2 * m + e];
+    a->d = b->d;
+}
+
 /* Blocks [b0, b1) of one column quantized to Q8_K (the trait table's
- * quantizer) as the records of pt's kernels. */
+ * quantizer) as the records of pt's kernels (IQ2: of the matrix-vector
+ * kernel when `vec`). */
 static void pk_act_q8k(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
-                       const struct pk_type *pt, int64_t col) {
+                       const struct pk_type *pt, int64_t col, bool vec) {
     type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
     for (int64_t i = b0; i < b1; i++) {
         void *a = pk_act_at(act, pt, k / 256, col, i);
         memset(a, 0, pk_act_record(pt->act));
         switch (pt->act) {
             case PK_ACT_Q8K6F: pk_record_q8k6f(&tmp[i - b0], a); break;
-            case PK_ACT_IQ2: pk_record_iq2(&tmp[i - b0], a); break;
+            case PK_ACT_IQ2:
+                if (vec) pk_record_iq2v(&tmp[i - b0], a);
+                else pk_record_iq2(&tmp[i - b0], a);
+                break;
             default: pk_record_q8k(&tmp[i - b0], a); break;
         }
     }
@@ -716,7 +734,7 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
         } else if (pt->act == PK_ACT_Q8F) {
             pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, slot);
         } else {
-            pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot);
+            pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot, nrows == 1);
         }
     }
 }
@@ -904,6 +922,25 @@ static void pk_iq2_compute(const struct cpu_task *task, struct tensor *dst, cons
                 pk_tile_scatter(tl, dst, tile, pt->max_cols, t.ncols, r, t.nrows, PK_IQ2_ROWS);
             }
         }
+    }
+}
+
+/* IQ2 weights times one column: pairs of rows as pk_vec_next hands them
+ * out, read in place by the VBMI kernel. */
+static void pk_iq2_vec_compute(const struct cpu_task *task, struct tensor *dst) {
+    const struct tensor *w = dst->src[0];
+    const struct pk_type *pt = pk_type_get(w->type);
+    const int64_t pairs = (w->ne[1] + 1) / 2;
+    bool own = true;
+    int64_t p0, p1;
+    while (pk_vec_next(task, pairs, PK_VEC_MIN_CHUNK_BYTES / (2 * (int64_t)w->nb[1]) + 1, &own, &p0, &p1)) {
+        const int64_t r0 = 2 * p0, r1 = 2 * p1 < w->ne[1] ? 2 * p1 : w->ne[1];
+        const struct pk_iq2_vec v = {
+            .rows = (const uint8_t *)w->data + r0 * w->nb[1], .row_bytes = w->nb[1], .nrows = r1 - r0,
+            .nb = w->ne[0] / 256, .xs = w->type == GGML_TYPE_IQ2_XS, .act = (const uint8_t *)task->wdata,
+            .act_stride = (size_t)pt->max_cols * sizeof(struct pk_act_iq2v), .dst = (float *)dst->data + r0,
+        };
+        pk_kernels()->iq2_vec(&v);
     }
 }
 
@@ -1155,7 +1192,8 @@ void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
         pk_f16_compute(task, dst);
     } else {
         const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata, .decoded = pk_thread_scratch(task, dst) };
-        if (pk_kind_of(dst) == PK_IQ2) pk_iq2_compute(task, dst, &tl);
-        else pk_quant_compute(task, dst, &tl);
+        if (pk_kind_of(dst) != PK_IQ2) pk_quant_compute(task, dst, &tl);
+        else if (dst->src[1]->ne[1] == 1) pk_iq2_vec_compute(task, dst);
+        else pk_iq2_compute(task, dst, &tl);
     }
 }

@@ -240,12 +240,44 @@ struct pk_iq2_tile {
     size_t dst_stride;         /* floats per column of dst */
 };
 
+/* IQ2 matrix-vector products (generation; with AVX-512 VBMI) read the
+ * file's rows directly, two rows at a time, and look up the grid per byte
+ * position instead of per group: for a super-block of the two rows, one
+ * register holds a byte for each of the 64 groups, group j = 32 r + 8 g + s
+ * (row r, group g of sub-block s), and vpermi2b turns the 64 grid indices
+ * into the level codes of positions 4 h..4 h + 3 (2 bits each) at once.
+ * Positions 2 m, 2 m + 1 are then interleaved (vpunpck{l,h}bw, part 0 or
+ * 1: groups with g even or odd) and mapped to magnitudes, so that vpmaddubsw
+ * against the signed activations adds each group's two products: word
+ * (lane L, u) of part t = group (r L / 2, g 2 (L % 2) + t, s u). The
+ * column's Q8_K block in that order, for both rows: qs[h][m][t][16 L + 2 u +
+ * b] = element 32 u + 8 (2 (L % 2) + t) + 4 h + 2 m + b. */
+struct pk_act_iq2v {
+    int8_t qs[2][2][2][64];
+    float d;
+    uint8_t pad[60];
+};
+_Static_assert(sizeof(struct pk_act_iq2v) == sizeof(struct pk_act_iq2), "one record size for both IQ2 layouts");
+
+/* One call of the IQ2 matrix-vector kernel: nrows rows of the file times one column. */
+struct pk_iq2_vec {
+    const uint8_t *rows;       /* the first row's super-blocks */
+    size_t row_bytes;
+    int64_t nrows;
+    int64_t nb;                /* super-blocks per row */
+    bool xs;                   /* IQ2_XS (else IQ2_XXS) */
+    const uint8_t *act;        /* the column's records (struct pk_act_iq2v) */
+    size_t act_stride;         /* bytes from one super-block's record to the next */
+    float *dst;                /* the first row's output */
+};
+
 typedef void (*pk_tile_fn)(const struct pk_tile *t);
 /* Decodes rows [0, nrows) (nrows <= PK_IQ2_ROWS; the others zero) of an
  * IQ2_XXS (xs false) or IQ2_XS weight, nb super-blocks each, into one group. */
 typedef void (*pk_iq2_decode_fn)(const uint8_t *rows, size_t row_bytes, int nrows, int64_t nb, bool xs,
                                  uint8_t *out);
 typedef void (*pk_iq2_tile_fn)(const struct pk_iq2_tile *t);
+typedef void (*pk_iq2_vec_fn)(const struct pk_iq2_vec *v);
 typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 
 /* Columns per call of each quantized kernel. */
@@ -263,6 +295,7 @@ struct pk_kernels {
     pk_f16_item_fn f16;
     pk_iq2_decode_fn iq2_decode;
     pk_iq2_tile_fn iq2;
+    pk_iq2_vec_fn iq2_vec; /* NULL without AVX-512 VBMI: generation keeps the row kernels */
 };
 
 /* The micro-kernels this CPU runs in the given mode, or NULL (cpu_packed_x86.c). */

@@ -1193,6 +1193,181 @@ PK_KERNEL void pk_iq2_tile(const struct pk_iq2_tile *t) {
     }
 }
 
+/* ---- IQ2_XXS, IQ2_XS matrix-vector products (AVX-512 VBMI; layout at pk_act_iq2v) ---------- */
+
+#define PK_VBMI_TARGET PK_TARGET ",avx512vbmi,gfni"
+#define PK_VBMI_FN static inline __attribute__((target(PK_VBMI_TARGET), always_inline))
+
+/* Tables built once (pk_iq2v_init): the grids' level codes of positions
+ * 4 h..4 h + 3 per grid index, the sign bytes per 7-bit sign index, and the
+ * byte and word orders below. */
+static struct {
+    _Alignas(64) uint8_t levels_xxs[2][256];
+    _Alignas(64) uint8_t levels_xs[2][512];
+    _Alignas(64) uint8_t signs[128];
+    _Alignas(64) uint8_t idx_xxs[64];  /* group j's index byte in the two rows' qs (vpermi2b) */
+    _Alignas(64) uint8_t idx_xs[64];   /* group j's index word's low byte; + 1 its high byte */
+    _Alignas(64) uint8_t idx_xs_hi[64];
+    _Alignas(64) uint8_t sign_fields[64]; /* IQ2_XXS: 7-bit sign fields at 0, 7, 14, 21 of each dword (vpmultishiftqb) */
+    _Alignas(64) uint8_t sign_order[64];  /* IQ2_XXS: those fields (32 r + 4 s + g) to group order */
+    _Alignas(64) uint32_t sign_words[16]; /* IQ2_XXS: the two rows' sign-and-scale dwords, 8 r + s */
+    _Alignas(64) uint16_t scale_xxs[32];  /* word (L, u): dword 8 (L / 2) + u's low word */
+    _Alignas(64) uint8_t scale_xs[64];    /* word (L, u): scale byte 8 (L / 2) + u */
+    _Alignas(64) uint16_t nibble_xs[32];  /* its nibble: shift 4 (L % 2) */
+} pk_iq2v;
+
+static void pk_iq2v_init(void) {
+    for (int h = 0; h < 2; h++) {
+        for (int i = 0; i < 256; i++) pk_iq2v.levels_xxs[h][i] = (uint8_t)(iq2_xxs_codes[i] >> (8 * h));
+        for (int i = 0; i < 512; i++) pk_iq2v.levels_xs[h][i] = (uint8_t)(iq2_xs_codes[i] >> (8 * h));
+    }
+    for (int i = 0; i < 128; i++) pk_iq2v.signs[i] = iq2_sign_byte((unsigned)i);
+    for (int r = 0; r < 2; r++)
+        for (int g = 0; g < 4; g++)
+            for (int s = 0; s < 8; s++) {
+                const int j = 32 * r + 8 * g + s;
+                pk_iq2v.idx_xxs[j] = (uint8_t)(64 * r + 8 * s + g);
+                pk_iq2v.idx_xs[j] = (uint8_t)(64 * r + 2 * (4 * s + g));
+                pk_iq2v.idx_xs_hi[j] = (uint8_t)(64 * r + 2 * (4 * s + g) + 1);
+                pk_iq2v.sign_order[j] = (uint8_t)(32 * r + 4 * s + g);
+            }
+    for (int q = 0; q < 8; q++)
+        for (int b = 0; b < 8; b++) pk_iq2v.sign_fields[8 * q + b] = (uint8_t)(32 * (b / 4) + 7 * (b % 4));
+    for (int d = 0; d < 16; d++) pk_iq2v.sign_words[d] = (uint32_t)(16 * (d / 8) + 2 * (d % 8) + 1);
+    for (int L = 0; L < 4; L++)
+        for (int u = 0; u < 8; u++) {
+            pk_iq2v.scale_xxs[8 * L + u] = (uint16_t)(2 * (8 * (L / 2) + u));
+            pk_iq2v.scale_xs[2 * (8 * L + u)] = (uint8_t)(8 * (L / 2) + u);
+            pk_iq2v.nibble_xs[8 * L + u] = (uint16_t)(4 * (L % 2));
+        }
+}
+
+PK_VBMI_FN __m512i pk_iq2v_load(const void *p) { return _mm512_load_si512(p); }
+
+/* The level codes of positions 4 h..4 h + 3 for the 64 groups (idx: the
+ * indices' low 8 bits; k7, k8: their bits 7 and 8). */
+PK_VBMI_FN __m512i pk_iq2v_levels(const uint8_t *tab, __m512i idx, __mmask64 k7, __mmask64 k8, const bool xs) {
+    const __m512i c = _mm512_mask_blend_epi8(k7, _mm512_permutex2var_epi8(pk_iq2v_load(tab), idx, pk_iq2v_load(tab + 64)),
+                                             _mm512_permutex2var_epi8(pk_iq2v_load(tab + 128), idx, pk_iq2v_load(tab + 192)));
+    if (!xs) return c;
+    const __m512i c1 = _mm512_mask_blend_epi8(
+        k7, _mm512_permutex2var_epi8(pk_iq2v_load(tab + 256), idx, pk_iq2v_load(tab + 320)),
+        _mm512_permutex2var_epi8(pk_iq2v_load(tab + 384), idx, pk_iq2v_load(tab + 448)));
+    return _mm512_mask_blend_epi8(k8, c, c1);
+}
+
+/* The magnitudes (8, 25, 43) of the levels at bits b, b + 1 of each byte:
+ * one affine transform over GF(2) (8 xor 17 level bit 0 xor 35 level bit 1;
+ * row i of the matrix, byte 7 - i, picks the input bits of output bit i). */
+PK_VBMI_FN __m512i pk_iq2v_magnitudes(__m512i levels, const int b) {
+    const uint64_t lo = 1ull << b, hi = 2ull << b;
+    const uint64_t matrix = (lo | hi) << 56 | hi << 48 | lo << 24 | hi << 16; /* output bits 0, 1, 4, 5 */
+    return _mm512_gf2p8affine_epi64_epi8(levels, _mm512_set1_epi64((long long)matrix), 0x08);
+}
+
+/* Rows row0 and row1 (the same row twice for an odd last one): per
+ * super-block the groups' indices, signs and the words' scales from both
+ * rows' blocks, then per half h and part t b1892's lanes as word pairs of
+ * sub-blocks s = 2 v, 2 v + 1 (vpmaddwd with the scales), transposed and
+ * added into dword 8 r + l (row r's lane l = 2 g + h, exact); then
+ * vcvtdq2ps and one FMA with d_w d_a, as b1892. */
+PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, const uint8_t *row1, float out[2],
+                             const bool xs) {
+    const size_t bb = xs ? sizeof(block_iq2_xs) : sizeof(block_iq2_xxs);
+    const uint8_t *levels = xs ? pk_iq2v.levels_xs[0] : pk_iq2v.levels_xxs[0];
+    const __m512i zero = _mm512_setzero_si512();
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < v->nb; i++) {
+        const uint8_t *b0 = row0 + bb * (size_t)i, *b1 = row1 + bb * (size_t)i;
+        const struct pk_act_iq2v *a = (const struct pk_act_iq2v *)(v->act + v->act_stride * (size_t)i);
+        pk_prefetch(b0, bb);
+        pk_prefetch(b1, bb);
+        const __m512i q0 = _mm512_loadu_si512(b0 + 2), q1 = _mm512_loadu_si512(b1 + 2);
+        __m512i idx, sb, scale;
+        __mmask64 k8 = 0;
+        if (xs) {
+            idx = _mm512_permutex2var_epi8(q0, pk_iq2v_load(pk_iq2v.idx_xs), q1);
+            const __m512i hi = _mm512_permutex2var_epi8(q0, pk_iq2v_load(pk_iq2v.idx_xs_hi), q1);
+            k8 = _mm512_test_epi8_mask(hi, _mm512_set1_epi8(1));
+            sb = _mm512_permutex2var_epi8(pk_iq2v_load(pk_iq2v.signs), _mm512_srli_epi16(hi, 1),
+                                          pk_iq2v_load(pk_iq2v.signs + 64));
+            uint64_t s0, s1;
+            memcpy(&s0, b0 + 66, 8);
+            memcpy(&s1, b1 + 66, 8);
+            const __m512i bytes = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)s1, (long long)s0));
+            const __m512i w = _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, pk_iq2v_load(pk_iq2v.scale_xs), bytes);
+            const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(w, pk_iq2v_load(pk_iq2v.nibble_xs)),
+                                                 _mm512_set1_epi16(0x0F));
+            scale = _mm512_add_epi16(_mm512_add_epi16(nib, nib), _mm512_set1_epi16(1));
+        } else {
+            idx = _mm512_permutex2var_epi8(q0, pk_iq2v_load(pk_iq2v.idx_xxs), q1);
+            const __m512i words = _mm512_permutex2var_epi32(q0, pk_iq2v_load(pk_iq2v.sign_words), q1);
+            const __m512i fields = _mm512_permutexvar_epi8(
+                pk_iq2v_load(pk_iq2v.sign_order), _mm512_multishift_epi64_epi8(pk_iq2v_load(pk_iq2v.sign_fields), words));
+            sb = _mm512_permutex2var_epi8(pk_iq2v_load(pk_iq2v.signs), fields, pk_iq2v_load(pk_iq2v.signs + 64));
+            const __m512i s = _mm512_srli_epi32(words, 28);
+            scale = _mm512_permutexvar_epi16(pk_iq2v_load(pk_iq2v.scale_xxs),
+                                             _mm512_add_epi32(_mm512_add_epi32(s, s), _mm512_set1_epi32(1)));
+        }
+        const __mmask64 k7 = _mm512_movepi8_mask(idx);
+        const __m512i signs2[2] = { _mm512_unpacklo_epi8(sb, sb), _mm512_unpackhi_epi8(sb, sb) };
+        __m512i part_sums[2][2];
+        PK_UNROLL
+        for (int h = 0; h < 2; h++) {
+            const __m512i c = pk_iq2v_levels(levels + (xs ? 512 : 256) * h, idx, k7, k8, xs);
+            __m512i x[4];
+            PK_UNROLL
+            for (int q = 0; q < 4; q++) x[q] = pk_iq2v_magnitudes(c, 2 * q);
+            PK_UNROLL
+            for (int t = 0; t < 2; t++) {
+                __m512i sum = zero;
+                PK_UNROLL
+                for (int m = 0; m < 2; m++) {
+                    const int p = 4 * h + 2 * m;
+                    const __m512i mag = t ? _mm512_unpackhi_epi8(x[2 * m], x[2 * m + 1])
+                                          : _mm512_unpacklo_epi8(x[2 * m], x[2 * m + 1]);
+                    const __mmask64 neg = _mm512_test_epi8_mask(signs2[t], _mm512_set1_epi16((short)((1 << p) | (2 << p) << 8)));
+                    const __m512i y = pk_iq2v_load(a->qs[h][m][t]);
+                    const __m512i prod = _mm512_maddubs_epi16(mag, _mm512_mask_sub_epi8(y, neg, zero, y));
+                    sum = m ? _mm512_add_epi16(sum, prod) : prod;
+                }
+                part_sums[h][t] = _mm512_madd_epi16(sum, scale);
+            }
+        }
+        /* lane L's dwords v = 0..3 (sub-block pairs) of (h, t) = (0, 0), (1, 0), (0, 1), (1, 1) added */
+        const __m512i e0 = _mm512_add_epi32(_mm512_unpacklo_epi32(part_sums[0][0], part_sums[1][0]),
+                                            _mm512_unpackhi_epi32(part_sums[0][0], part_sums[1][0]));
+        const __m512i e1 = _mm512_add_epi32(_mm512_unpacklo_epi32(part_sums[0][1], part_sums[1][1]),
+                                            _mm512_unpackhi_epi32(part_sums[0][1], part_sums[1][1]));
+        const __m512i lanes = _mm512_add_epi32(_mm512_unpacklo_epi64(e0, e1), _mm512_unpackhi_epi64(e0, e1));
+        fp16_t h0, h1;
+        memcpy(&h0, b0, sizeof h0);
+        memcpy(&h1, b1, sizeof h1);
+        const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(fp16_to_fp32(h0) * a->d),
+                                            _mm256_set1_ps(fp16_to_fp32(h1) * a->d), 1);
+        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc);
+    }
+    float l[16];
+    _mm512_storeu_ps(l, acc);
+    for (int r = 0; r < 2; r++) {
+        const float *k = l + 8 * r;
+        const float r0 = k[0] + k[4], r1 = k[1] + k[5], r2 = k[2] + k[6], r3 = k[3] + k[7];
+        out[r] = 0.125f * ((r0 + r2) + (r1 + r3));
+    }
+}
+
+static __attribute__((target(PK_VBMI_TARGET))) void pk_iq2_vec(const struct pk_iq2_vec *v) {
+    for (int64_t r = 0; r < v->nrows; r += 2) {
+        const uint8_t *row0 = v->rows + (size_t)r * v->row_bytes;
+        const uint8_t *row1 = r + 1 < v->nrows ? row0 + v->row_bytes : row0;
+        float out[2];
+        if (v->xs) pk_iq2v_pair(v, row0, row1, out, true);
+        else pk_iq2v_pair(v, row0, row1, out, false);
+        v->dst[r] = out[0];
+        if (r + 1 < v->nrows) v->dst[r + 1] = out[1];
+    }
+}
+
 static const struct pk_kernels pk_avx512 = {
     .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
@@ -1210,7 +1385,14 @@ const struct pk_kernels *pk_kernels_x86(bool fast) {
     const struct cpu_features *f = cpu_features_get();
     const bool ok = f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
                     f->avx512vnni;
-    return !ok ? NULL : fast ? &pk_avx512_fast : &pk_avx512;
+    if (!ok) return NULL;
+    static struct pk_kernels kernels; /* called once (pk_kernels in cpu_packed.c) */
+    kernels = fast ? pk_avx512_fast : pk_avx512;
+    if (f->avx512vbmi && f->gfni) {
+        pk_iq2v_init();
+        kernels.iq2_vec = pk_iq2_vec;
+    }
+    return &kernels;
 }
 
 #else
