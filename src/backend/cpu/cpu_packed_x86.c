@@ -1245,15 +1245,15 @@ static void pk_iq2v_init(void) {
 PK_VBMI_FN __m512i pk_iq2v_load(const void *p) { return _mm512_load_si512(p); }
 
 /* The level codes of positions 4 h..4 h + 3 for the 64 groups (idx: the
- * indices' low 8 bits; k7, k8: their bits 7 and 8). */
-PK_VBMI_FN __m512i pk_iq2v_levels(const uint8_t *tab, __m512i idx, __mmask64 k7, __mmask64 k8, const bool xs) {
-    const __m512i c = _mm512_mask_blend_epi8(k7, _mm512_permutex2var_epi8(pk_iq2v_load(tab), idx, pk_iq2v_load(tab + 64)),
-                                             _mm512_permutex2var_epi8(pk_iq2v_load(tab + 128), idx, pk_iq2v_load(tab + 192)));
-    if (!xs) return c;
-    const __m512i c1 = _mm512_mask_blend_epi8(
-        k7, _mm512_permutex2var_epi8(pk_iq2v_load(tab + 256), idx, pk_iq2v_load(tab + 320)),
-        _mm512_permutex2var_epi8(pk_iq2v_load(tab + 384), idx, pk_iq2v_load(tab + 448)));
-    return _mm512_mask_blend_epi8(k8, c, c1);
+ * indices' low 8 bits; quarter[n]: the groups whose index lies in the n-th
+ * 128 entries). Each lookup writes only its quarter's bytes, so the later
+ * ones still find their indices in the others'. */
+PK_VBMI_FN __m512i pk_iq2v_levels(const uint8_t *tab, __m512i idx, const __mmask64 quarter[4], const bool xs) {
+    __m512i c = idx;
+    for (int n = 0; n < (xs ? 4 : 2); n++) {
+        c = _mm512_mask2_permutex2var_epi8(pk_iq2v_load(tab + 128 * n), c, quarter[n], pk_iq2v_load(tab + 128 * n + 64));
+    }
+    return c;
 }
 
 /* The magnitudes (8, 25, 43) of the levels at bits b, b + 1 of each byte:
@@ -1310,11 +1310,13 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
                                              _mm512_add_epi32(_mm512_add_epi32(s, s), _mm512_set1_epi32(1)));
         }
         const __mmask64 k7 = _mm512_movepi8_mask(idx);
+        const __mmask64 quarter[4] = { _kandn_mask64(k7, _knot_mask64(k8)), _kandn_mask64(k8, k7), _kandn_mask64(k7, k8),
+                                       _kand_mask64(k7, k8) };
         const __m512i signs2[2] = { _mm512_unpacklo_epi8(sb, sb), _mm512_unpackhi_epi8(sb, sb) };
         __m512i part_sums[2][2];
         PK_UNROLL
         for (int h = 0; h < 2; h++) {
-            const __m512i c = pk_iq2v_levels(levels + (xs ? 512 : 256) * h, idx, k7, k8, xs);
+            const __m512i c = pk_iq2v_levels(levels + (xs ? 512 : 256) * h, idx, quarter, xs);
             __m512i x[4];
             PK_UNROLL
             for (int q = 0; q < 4; q++) x[q] = pk_iq2v_magnitudes(c, 2 * q);
@@ -1343,8 +1345,9 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
         fp16_t h0, h1;
         memcpy(&h0, b0, sizeof h0);
         memcpy(&h1, b1, sizeof h1);
-        const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(fp16_to_fp32(h0) * a->d),
-                                            _mm256_set1_ps(fp16_to_fp32(h1) * a->d), 1);
+        const __m128 d01 = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h1 << 16 | h0))), _mm_set1_ps(a->d));
+        const __m512 d = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                               _mm512_castps128_ps512(d01));
         acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc);
     }
     float l[16];
