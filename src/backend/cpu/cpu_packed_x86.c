@@ -1317,17 +1317,16 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
         PK_UNROLL
         for (int h = 0; h < 2; h++) {
             const __m512i c = pk_iq2v_levels(levels + (xs ? 512 : 256) * h, idx, quarter, xs);
-            __m512i x[4];
-            PK_UNROLL
-            for (int q = 0; q < 4; q++) x[q] = pk_iq2v_magnitudes(c, 2 * q);
+            /* byte pairs (c, c >> 2): positions 2 m and 2 m + 1 at the same bits 4 m, 4 m + 1 */
+            const __m512i d = _mm512_srli_epi16(c, 2);
             PK_UNROLL
             for (int t = 0; t < 2; t++) {
+                const __m512i pairs = t ? _mm512_unpackhi_epi8(c, d) : _mm512_unpacklo_epi8(c, d);
                 __m512i sum = zero;
                 PK_UNROLL
                 for (int m = 0; m < 2; m++) {
                     const int p = 4 * h + 2 * m;
-                    const __m512i mag = t ? _mm512_unpackhi_epi8(x[2 * m], x[2 * m + 1])
-                                          : _mm512_unpacklo_epi8(x[2 * m], x[2 * m + 1]);
+                    const __m512i mag = pk_iq2v_magnitudes(pairs, 4 * m);
                     const __mmask64 neg = _mm512_test_epi8_mask(signs2[t], _mm512_set1_epi16((short)((1 << p) | (2 << p) << 8)));
                     const __m512i y = pk_iq2v_load(a->qs[h][m][t]);
                     const __m512i prod = _mm512_maddubs_epi16(mag, _mm512_mask_sub_epi8(y, neg, zero, y));
