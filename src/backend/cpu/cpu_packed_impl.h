@@ -240,18 +240,21 @@ struct pk_iq2_tile {
     size_t dst_stride;         /* floats per column of dst */
 };
 
-/* IQ2 matrix-vector products (generation; with AVX-512 VBMI) read the
- * file's rows directly, two rows at a time, and look up the grid per byte
- * position instead of per group: for a super-block of the two rows, one
- * register holds a byte for each of the 64 groups, group j = 32 r + 8 g + s
- * (row r, group g of sub-block s), and vpermi2b turns the 64 grid indices
- * into the level codes of positions 4 h..4 h + 3 (2 bits each) at once.
- * Positions 2 m, 2 m + 1 are then interleaved (vpunpck{l,h}bw, part 0 or
- * 1: groups with g even or odd) and mapped to magnitudes, so that vpmaddubsw
- * against the signed activations adds each group's two products: word
- * (lane L, u) of part t = group (r L / 2, g 2 (L % 2) + t, s u). The
- * column's Q8_K block in that order, for both rows: qs[h][m][t][16 L + 2 u +
- * b] = element 32 u + 8 (2 (L % 2) + t) + 4 h + 2 m + b. */
+/* IQ2 matrix-vector products (generation; with AVX-512 VBMI and GFNI)
+ * read the file's rows directly, two rows at a time, and look up the grid
+ * for all groups at once instead of group by group: for a super-block of
+ * the two rows, one register holds a byte for each of the 64 groups, group
+ * j = 32 r + 8 g + s (row r, group g of sub-block s), and vpermi2b turns
+ * the 64 grid indices into the level codes of positions 4 h..4 h + 3 (2
+ * bits each). Those bytes are interleaved with themselves shifted by 2
+ * (vpunpck{l,h}bw, part t = 0 or 1: groups with g even or odd), so that a
+ * byte pair holds positions 2 m and 2 m + 1 at the same bits, and mapped to
+ * magnitudes; vpmaddubsw against the signed activations then adds each
+ * group's two products: word (lane L, u) of part t = group (r L / 2, g 2
+ * (L % 2) + t, s u), and vpmaddwd with the scales adds sub-blocks 2 v and
+ * 2 v + 1. The column's Q8_K block in that order, for both rows:
+ * qs[h][m][t][16 L + 2 u + b] = element 32 u + 8 (2 (L % 2) + t) + 4 h + 2
+ * m + b. */
 struct pk_act_iq2v {
     int8_t qs[2][2][2][64];
     float d;

@@ -33,6 +33,16 @@
  * weights already times their scales (int16, exact), then per super-block
  * one vcvtdq2ps and one vfmadd231ps as in the exact k-quant tiles.
  *
+ * IQ2 matrix-vector products (pk_iq2_vec; also AVX-512 VBMI and GFNI):
+ * the file's rows two at a time, a byte per group of 8 values (64 groups a
+ * super-block): vpermi2b looks up the grid's level codes of all 64 groups
+ * at once, an affine transform over GF(2) maps two levels to magnitudes,
+ * the activations take the groups' signs (vptestmb + a masked vpsubb), and
+ * vpmaddubsw + vpmaddwd with the odd scales give b1892's integer lanes,
+ * transposed into place; then one vcvtdq2ps and one vfmadd231ps. About 80
+ * vector instructions per 512 weights: compute-bound, at 3.5x the row
+ * kernels' speed.
+ *
  * F16 tiles: each output keeps b1892's 4 x 8 float accumulators as two
  * registers (accumulators 0,1 and 2,3) fed by one vfmadd231ps per 16
  * elements; the reduction is quant_float.c's.
