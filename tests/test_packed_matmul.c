@@ -69,8 +69,10 @@ static float reference(const struct tensor *w, const struct tensor *x, int64_t i
  * products schedule differently when threads must take turns: pk_vec_next). */
 static int g_thread_counts[4] = { 1, 2, 3 }, g_n_thread_counts = 3;
 
-/* Whether IQ2 matrix-vector products have their kernel (AVX-512 VBMI). */
-static bool iq2_vec_kernel(void) { return cpu_packed_f16_available(32) && cpu_features_get()->avx512vbmi; }
+/* Whether IQ2 matrix-vector products have their kernel (AVX-512 VBMI and GFNI). */
+static bool iq2_vec_kernel(void) {
+    return cpu_packed_f16_available(32) && cpu_features_get()->avx512vbmi && cpu_features_get()->gfni;
+}
 
 /* Products check_product saw take the fast path (cpu_fast_mul_mat_applies). */
 static int g_fast_products;
@@ -140,8 +142,8 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
     }
 }
 
-/* mul_mat_id takes the packed path when every expert has it (F16 experts:
- * for one column only; IQ2 experts: for more, and for one with AVX-512 VBMI): each column the product of the expert its id
+/* mul_mat_id takes the packed path when every expert has it (IQ2 experts:
+ * for one column only with AVX-512 VBMI and GFNI): each column the product of the expert its id
  * selects, bit for bit, one column (generation, the threads sharing the
  * rows) or several (grouped by expert into tiles: here half the experts
  * unused, the others with columns for several tiles and a partial one); an
@@ -167,10 +169,8 @@ static void check_mul_mat_id(struct cpu_threadpool *pool) {
             struct graph *g = graph_new(ctx, 8);
             CHECK(graph_build_forward(g, out));
             /* the packed path wherever it runs */
-            const bool one_column_only = types[i] == GGML_TYPE_F16;
             const bool columns_only = types[i] == GGML_TYPE_IQ2_XXS && !iq2_vec_kernel();
-            CHECK(cpu_fast_mul_mat_id_applies(out) ==
-                  (cpu_packed_f16_available(512) && (one_column_only ? ncols == 1 : columns_only ? ncols > 1 : true)));
+            CHECK(cpu_fast_mul_mat_id_applies(out) == (cpu_packed_f16_available(512) && (!columns_only || ncols > 1)));
             int bad = 0;
             for (int32_t e = 0; e < N_AS; e++) {
                 for (int64_t c = 0; c < ncols; c++) {
@@ -353,6 +353,39 @@ static void check_shared_x(struct cpu_threadpool *pool) {
     }
 }
 
+/* F16 experts in a prompt: one expert with more columns than a work item
+ * takes (PK_F16_COL_BLOCK), another with a few, the rest none. */
+static void check_f16_experts_wide(struct cpu_threadpool *pool) {
+    enum { N_AS = 3, K = 64, ROWS = 40, NCOLS = PK_F16_COL_BLOCK + 40 };
+    struct tensor_ctx *ctx = tensor_ctx_new(32, 16 << 20);
+    struct tensor *as[N_AS];
+    for (int e = 0; e < N_AS; e++) {
+        as[e] = tensor_new_2d(ctx, GGML_TYPE_F16, K, ROWS);
+        fill_weight(as[e], false);
+    }
+    struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, K, NCOLS);
+    struct tensor *ids = tensor_new_2d(ctx, GGML_TYPE_I32, 1, NCOLS);
+    for (int64_t e = 0; e < tensor_nelements(x); e++) ((float *)x->data)[e] = test_rand_uniform(&g_rng, -2, 2);
+    for (int64_t c = 0; c < NCOLS; c++) ((int32_t *)ids->data)[c] = c % 97 == 5 ? 2 : 0;
+    struct tensor *out = op_mul_mat_id(ctx, as, N_AS, ids, 0, x);
+    struct graph *g = graph_new(ctx, 8);
+    CHECK(graph_build_forward(g, out));
+    CHECK(cpu_fast_mul_mat_id_applies(out) == cpu_packed_f16_available(K));
+    int bad = 0;
+    for (int t = 0; t < g_n_thread_counts; t++) {
+        memset(out->data, 0xff, tensor_nbytes(out));
+        CHECK(cpu_graph_compute(pool, g, g_thread_counts[t], NULL, NULL));
+        for (int64_t c = 0; c < NCOLS; c++) {
+            for (int64_t r = 0; r < ROWS; r++) {
+                const float want = reference(as[((int32_t *)ids->data)[c]], x, r, c, 0, 0);
+                bad += memcmp((const float *)out->data + c * ROWS + r, &want, 4) != 0;
+            }
+        }
+    }
+    CHECK_MSG(bad == 0, "f16 experts, %d columns: %d outputs differ from the reference", NCOLS, bad);
+    tensor_ctx_free(ctx);
+}
+
 /* IQ2 products decode PK_IQ2_DECODE_ROWS rows per work item: several items,
  * a partial one, column tiles with a partial one, any quant bytes. */
 static void check_iq2_units(struct cpu_threadpool *pool) {
@@ -418,6 +451,7 @@ int main(void) {
     check_long_matvec(pool);
     check_iq2_units(pool);
     check_mul_mat_id(pool);
+    check_f16_experts_wide(pool);
     check_f16_slices(pool);
     check_masked(pool, 200, 150); /* row blocks of pk_f16_rows(64) */
     check_masked(pool, 600, 530); /* two column blocks */

@@ -797,7 +797,7 @@ struct pk_tiles {
     const uint8_t *act;                  /* the converted columns (pk_act_at) */
     const struct pk_expert_groups *eg;
     float *tile_out;
-    uint8_t *decoded;                    /* IQ2: this thread's decoded rows */
+    uint8_t *decoded;                    /* this thread's scratch: IQ2's decoded rows, F16's item scratch */
 };
 
 /* Columns of tile `tile` (padding at the end of an expert's last tile). */
@@ -826,6 +826,23 @@ static void pk_tile_scatter(const struct pk_tiles *tl, struct tensor *dst, int64
         float *out = cpu_elem(dst, row, tl->eg->col_of[tile * max_cols + j], 0, 0);
         memcpy(out, tl->tile_out + (size_t)j * rows, (size_t)nrows * sizeof(float));
     }
+}
+
+/* The runs of tiles that share a weight, run n = [start[n], start[n + 1]):
+ * the `tiles` tiles of mul_mat (eg NULL), or one run per expert with
+ * columns. Returns the number of runs. */
+static int pk_tile_runs(const struct pk_expert_groups *eg, int64_t tiles, int64_t start[TENSOR_MAX_SRC + 1]) {
+    start[0] = 0;
+    if (!eg) {
+        start[1] = tiles;
+        return 1;
+    }
+    int runs = 0;
+    for (int64_t t = 0; t < eg->tiles; t++) {
+        if (t == 0 || eg->expert_of[t] != eg->expert_of[t - 1]) start[runs++] = t;
+    }
+    start[runs] = eg->tiles;
+    return runs;
 }
 
 /* Quantized weights (2-d, packed): with one column tile, row groups as
@@ -891,16 +908,8 @@ static void pk_iq2_compute(const struct cpu_task *task, struct tensor *dst, cons
     const int64_t row_units = (nrows + PK_IQ2_DECODE_ROWS - 1) / PK_IQ2_DECODE_ROWS;
     const size_t tile_bytes = (size_t)(nb * pt->max_cols) * sizeof(struct pk_act_iq2);
     const size_t group_bytes = (size_t)nb * PK_IQ2_SB_BYTES;
-    /* the runs of tiles that share a weight: [run_start[n], run_start[n + 1]) */
-    int64_t run_start[TENSOR_MAX_SRC + 1] = { 0 }, runs = 1;
-    run_start[1] = (ncols + pt->max_cols - 1) / pt->max_cols;
-    if (eg) {
-        runs = 0;
-        for (int64_t t = 0; t < eg->tiles; t++) {
-            if (t == 0 || eg->expert_of[t] != eg->expert_of[t - 1]) run_start[runs++] = t;
-        }
-        run_start[runs] = eg->tiles;
-    }
+    int64_t run_start[TENSOR_MAX_SRC + 1];
+    const int runs = pk_tile_runs(eg, (ncols + pt->max_cols - 1) / pt->max_cols, run_start);
     for (int64_t u = cpu_task_next_chunk(task); u < runs * row_units; u = cpu_task_next_chunk(task)) {
         const int64_t run = u / row_units, r0 = u % row_units * PK_IQ2_DECODE_ROWS;
         const int64_t r1 = r0 + PK_IQ2_DECODE_ROWS < nrows ? r0 + PK_IQ2_DECODE_ROWS : nrows;
@@ -1015,6 +1024,40 @@ static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
     }
 }
 
+/* F16 experts with their columns grouped by expert (a tile per column):
+ * work items of pk_f16_rows(k) rows of one expert x up to
+ * PK_F16_COL_BLOCK of its columns, the outputs through this thread's
+ * tile_out to their columns. */
+static void pk_f16_experts_compute(const struct cpu_task *task, struct tensor *dst, const struct pk_tiles *tl) {
+    const struct pk_expert_groups *eg = tl->eg;
+    const int64_t k = dst->src[2]->ne[0], nrows = dst->src[2]->ne[1]; /* experts: one type and shape */
+    const int64_t rows_per_item = pk_f16_rows(k), row_blocks = (nrows + rows_per_item - 1) / rows_per_item;
+    int64_t start[TENSOR_MAX_SRC + 1], first_item[TENSOR_MAX_SRC + 1] = { 0 };
+    const int runs = pk_tile_runs(eg, 0, start);
+    for (int n = 0; n < runs; n++) {
+        first_item[n + 1] = first_item[n] + (start[n + 1] - start[n] + PK_F16_COL_BLOCK - 1) / PK_F16_COL_BLOCK * row_blocks;
+    }
+    for (int64_t item = cpu_task_next_chunk(task); item < first_item[runs]; item = cpu_task_next_chunk(task)) {
+        int n = 0;
+        while (item >= first_item[n + 1]) n++;
+        const int64_t rb = (item - first_item[n]) % row_blocks, cb = (item - first_item[n]) / row_blocks;
+        const int64_t row0 = rb * rows_per_item, slot0 = start[n] + cb * PK_F16_COL_BLOCK;
+        const struct tensor *w = dst->src[2 + eg->expert_of[start[n]]];
+        const struct pk_f16_item it = {
+            .w = cpu_elem(w, 0, row0, 0, 0), .w_stride = w->nb[1] / sizeof(fp16_t),
+            .nrows = (int)(nrows - row0 < rows_per_item ? nrows - row0 : rows_per_item),
+            .act = (const float *)tl->act + (size_t)slot0 * pk_f16_stride(k), .act_stride = pk_f16_stride(k),
+            .ncols = (int)(start[n + 1] - slot0 < PK_F16_COL_BLOCK ? start[n + 1] - slot0 : PK_F16_COL_BLOCK),
+            .k = k, .scratch = (float *)tl->decoded, .dst = tl->tile_out, .dst_stride = (size_t)rows_per_item,
+        };
+        pk_kernels()->f16(&it);
+        for (int j = 0; j < it.ncols; j++) {
+            memcpy(cpu_elem(dst, row0, eg->col_of[slot0 + j], 0, 0), it.dst + (size_t)j * it.dst_stride,
+                   (size_t)it.nrows * sizeof(float));
+        }
+    }
+}
+
 bool cpu_packed_f16_available(int64_t k) { return pk_kernels() && k % 32 == 0; }
 size_t cpu_packed_f16_col_stride(int64_t k) { return pk_f16_stride(k); }
 size_t cpu_packed_f16_scratch_floats(int64_t k) {
@@ -1078,9 +1121,7 @@ bool cpu_fast_mul_mat_id_applies(const struct tensor *dst) {
     for (int e = 0; e < n_as; e++) {
         const struct tensor node = pk_expert_product(dst, e);
         const enum pk_kind kind = pk_kind_of(&node);
-        /* F16 experts are read in place: more columns keep the reference path
-         * (IQ2 experts: one column does) */
-        if (kind != PK_QUANT && kind != PK_IQ2 && !(kind == PK_F16 && x->ne[1] == 1)) return false;
+        if (kind == PK_NONE) return false;
     }
     return true;
 }
@@ -1095,23 +1136,30 @@ static int pk_expert_of(const struct cpu_task *task, const struct tensor *dst, i
 }
 
 /* Work memory of mul_mat_id with more than one column: the columns
- * converted into up to tiles_max tiles (grouped by expert), then per thread
- * the quantizer's scratch, the groups (pk_expert_groups) and one tile's
- * outputs. */
+ * converted into up to tiles_max tiles of max_cols slots (grouped by
+ * expert; F16: float rows, a tile per column), then per thread the
+ * converter's and kernel's scratch, the groups (pk_expert_groups) and one
+ * tile's outputs (F16: one work item's). */
 struct pk_expert_work {
+    int max_cols;
     int64_t tiles_max;
     size_t act, scratch, groups, tile_out;
 };
 
 static struct pk_expert_work pk_expert_work_of(const struct tensor *dst) {
     const struct tensor node = pk_expert_product(dst, 0);
-    const struct pk_type *pt = pk_type_get(node.src[0]->type);
-    const int64_t ncols = dst->src[1]->ne[1], nb = pk_blocks_per_row(node.src[0]);
-    struct pk_expert_work z = { .tiles_max = (ncols + pt->max_cols - 1) / pt->max_cols + dst->op_params[1] };
-    z.act = pk_pad64((size_t)(z.tiles_max * nb * pt->max_cols) * pk_act_record(pt->act));
+    const struct tensor *w = node.src[0];
+    const int64_t ncols = dst->src[1]->ne[1], k = w->ne[0];
+    const struct pk_type *pt = w->type == GGML_TYPE_F16 ? NULL : pk_type_get(w->type);
+    struct pk_expert_work z = { .max_cols = pt ? pt->max_cols : 1 };
+    z.tiles_max = (ncols + z.max_cols - 1) / z.max_cols + dst->op_params[1];
+    const size_t slots = (size_t)(z.tiles_max * z.max_cols);
+    z.act = pk_pad64(pt ? slots * (size_t)pk_blocks_per_row(w) * pk_act_record(pt->act)
+                        : slots * pk_f16_stride(k) * sizeof(float));
     z.scratch = pk_scratch_bytes(&node);
-    z.groups = pk_pad64((size_t)(ncols + z.tiles_max * (pt->max_cols + 1)) * sizeof(int32_t));
-    z.tile_out = pk_pad64((size_t)(pt->max_cols * pt->rows) * sizeof(float));
+    z.groups = pk_pad64((size_t)(ncols + z.tiles_max * (z.max_cols + 1)) * sizeof(int32_t));
+    z.tile_out = pk_pad64((pt ? (size_t)(pt->max_cols * pt->rows) : (size_t)pk_f16_rows(k) * PK_F16_COL_BLOCK) *
+                          sizeof(float));
     return z;
 }
 
@@ -1126,7 +1174,7 @@ size_t cpu_fast_mul_mat_id_work(const struct tensor *dst, int n_threads) {
 
 /* Fills eg (its arrays set) from the ids: experts in order, each one's
  * columns in order. Every thread computes the same groups in each phase. */
-static void pk_group_experts(const struct cpu_task *task, const struct tensor *dst, const struct pk_type *pt,
+static void pk_group_experts(const struct cpu_task *task, const struct tensor *dst, int max_cols,
                              struct pk_expert_groups *eg) {
     const int64_t ncols = dst->src[1]->ne[1];
     int64_t next[TENSOR_MAX_SRC] = { 0 }; /* columns per expert, then its next slot */
@@ -1137,11 +1185,11 @@ static void pk_group_experts(const struct cpu_task *task, const struct tensor *d
     }
     eg->tiles = 0;
     for (int e = 0; e < dst->op_params[1]; e++) {
-        const int64_t tiles = (next[e] + pt->max_cols - 1) / pt->max_cols;
-        next[e] = eg->tiles * pt->max_cols;
+        const int64_t tiles = (next[e] + max_cols - 1) / max_cols;
+        next[e] = eg->tiles * max_cols;
         for (int64_t t = 0; t < tiles; t++) eg->expert_of[eg->tiles++] = e;
     }
-    for (int64_t s = 0; s < eg->tiles * pt->max_cols; s++) eg->col_of[s] = -1;
+    for (int64_t s = 0; s < eg->tiles * max_cols; s++) eg->col_of[s] = -1;
     for (int64_t c = 0; c < ncols; c++) {
         const int e = eg->slot_of[c];
         if (e < 0) continue;
@@ -1152,7 +1200,8 @@ static void pk_group_experts(const struct cpu_task *task, const struct tensor *d
 
 /* One column (generation): the selected expert's product, the threads
  * sharing its rows. More columns (a prompt): the columns grouped by expert
- * into tiles, which run as mul_mat's do. */
+ * into tiles, which run as mul_mat's do (F16: each expert's columns in
+ * work items of its rows). */
 void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
     const int64_t ncols = dst->src[1]->ne[1];
     if (ncols == 1) {
@@ -1163,13 +1212,12 @@ void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
         cpu_fast_mul_mat(task, &node);
         return;
     }
-    const struct pk_type *pt = pk_type_get(dst->src[2]->type);
     const struct pk_expert_work z = pk_expert_work_of(dst);
     uint8_t *own = (uint8_t *)task->wdata + z.act + (size_t)task->ith * (z.scratch + z.groups + z.tile_out);
     struct pk_expert_groups eg = { .slot_of = (int32_t *)(own + z.scratch) };
     eg.col_of = eg.slot_of + ncols;
-    eg.expert_of = eg.col_of + z.tiles_max * pt->max_cols;
-    pk_group_experts(task, dst, pt, &eg);
+    eg.expert_of = eg.col_of + z.tiles_max * z.max_cols;
+    pk_group_experts(task, dst, z.max_cols, &eg);
     if (task->phase == CPU_PHASE_INIT) {
         pk_convert_x(task, dst->src[2], dst->src[1], (uint8_t *)task->wdata, own, eg.slot_of);
     } else {
@@ -1177,7 +1225,8 @@ void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst) {
             .act = (const uint8_t *)task->wdata, .eg = &eg, .tile_out = (float *)(own + z.scratch + z.groups),
             .decoded = own,
         };
-        if (pk_type_get(dst->src[2]->type)->act == PK_ACT_IQ2) pk_iq2_compute(task, dst, &tl);
+        if (dst->src[2]->type == GGML_TYPE_F16) pk_f16_experts_compute(task, dst, &tl);
+        else if (pk_type_get(dst->src[2]->type)->act == PK_ACT_IQ2) pk_iq2_compute(task, dst, &tl);
         else pk_quant_compute(task, dst, &tl);
     }
 }
