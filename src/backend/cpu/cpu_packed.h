@@ -130,10 +130,10 @@ bool cpu_fast_mul_mat_applies(const struct tensor *dst);
 size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads);
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst);
 
-/* mul_mat_id on this path when every expert is (F16 experts: one column
- * only; IQ2 experts: as mul_mat): each column the product of the expert
- * its id selects; one column as that expert's mul_mat, more grouped by
- * expert into the tiles of mul_mat. */
+/* mul_mat_id on this path when every expert is (as for mul_mat): each
+ * column the product of the expert its id selects; one column as that
+ * expert's mul_mat, more grouped by expert into the tiles of mul_mat (F16:
+ * into its work items). */
 bool cpu_fast_mul_mat_id_applies(const struct tensor *dst);
 size_t cpu_fast_mul_mat_id_work(const struct tensor *dst, int n_threads);
 void cpu_fast_mul_mat_id(const struct cpu_task *task, struct tensor *dst);
