@@ -490,6 +490,12 @@ static enum pk_kind pk_kind_of(const struct tensor *dst) {
 
 bool cpu_fast_mul_mat_applies(const struct tensor *dst) { return pk_kind_of(dst) != PK_NONE; }
 
+/* IQ2 products of up to PK_IQ2_VEC_COLS columns x (not grouped by expert)
+ * run on the matrix-vector kernel, which shares its grid lookups among them. */
+static bool pk_iq2_vec_cols(const struct tensor *x) {
+    return tensor_nrows(x) <= PK_IQ2_VEC_COLS && pk_kernels()->iq2_vec;
+}
+
 /* ---- activations ------------------------------------------------------------------------------ */
 
 static enum pk_act pk_act_of(const struct tensor *w) {
@@ -673,7 +679,7 @@ static void pk_record_iq2v(const block_q8_K *b, struct pk_act_iq2v *a) {
 
 /* Blocks [b0, b1) of one column quantized to Q8_K (the trait table's
  * quantizer) as the records of pt's kernels (IQ2: of the matrix-vector
- * kernel when `vec`). */
+ * kernel when `vec`, pk_iq2_vec_cols). */
 static void pk_act_q8k(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
                        const struct pk_type *pt, int64_t col, bool vec) {
     type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
@@ -734,7 +740,7 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
         } else if (pt->act == PK_ACT_Q8F) {
             pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, slot);
         } else {
-            pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot, nrows == 1);
+            pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot, !slot_of && pk_iq2_vec_cols(x));
         }
     }
 }
@@ -934,8 +940,8 @@ static void pk_iq2_compute(const struct cpu_task *task, struct tensor *dst, cons
     }
 }
 
-/* IQ2 weights times one column: pairs of rows as pk_vec_next hands them
- * out, read in place by the VBMI kernel. */
+/* IQ2 weights times up to PK_IQ2_VEC_COLS columns: pairs of rows as
+ * pk_vec_next hands them out, read in place by the VBMI kernel. */
 static void pk_iq2_vec_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0];
     const struct pk_type *pt = pk_type_get(w->type);
@@ -947,7 +953,8 @@ static void pk_iq2_vec_compute(const struct cpu_task *task, struct tensor *dst) 
         const struct pk_iq2_vec v = {
             .rows = (const uint8_t *)w->data + r0 * w->nb[1], .row_bytes = w->nb[1], .nrows = r1 - r0,
             .nb = w->ne[0] / 256, .xs = w->type == GGML_TYPE_IQ2_XS, .act = (const uint8_t *)task->wdata,
-            .act_stride = (size_t)pt->max_cols * sizeof(struct pk_act_iq2v), .dst = (float *)dst->data + r0,
+            .act_stride = (size_t)pt->max_cols * sizeof(struct pk_act_iq2v), .ncols = (int)dst->src[1]->ne[1],
+            .dst = (float *)dst->data + r0, .dst_stride = (size_t)dst->ne[0],
         };
         pk_kernels()->iq2_vec(&v);
     }
@@ -1242,7 +1249,7 @@ void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     } else {
         const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata, .decoded = pk_thread_scratch(task, dst) };
         if (pk_kind_of(dst) != PK_IQ2) pk_quant_compute(task, dst, &tl);
-        else if (dst->src[1]->ne[1] == 1) pk_iq2_vec_compute(task, dst);
+        else if (pk_iq2_vec_cols(dst->src[1])) pk_iq2_vec_compute(task, dst);
         else pk_iq2_compute(task, dst, &tl);
     }
 }

@@ -262,16 +262,21 @@ struct pk_act_iq2v {
 };
 _Static_assert(sizeof(struct pk_act_iq2v) == sizeof(struct pk_act_iq2), "one record size for both IQ2 layouts");
 
-/* One call of the IQ2 matrix-vector kernel: nrows rows of the file times one column. */
+/* One call of the IQ2 matrix-vector kernel: nrows rows of the file times
+ * 1..PK_IQ2_VEC_COLS columns (products of that few columns take it too:
+ * the grid lookups are shared by the columns). */
+#define PK_IQ2_VEC_COLS 4
 struct pk_iq2_vec {
     const uint8_t *rows;       /* the first row's super-blocks */
     size_t row_bytes;
     int64_t nrows;
     int64_t nb;                /* super-blocks per row */
     bool xs;                   /* IQ2_XS (else IQ2_XXS) */
-    const uint8_t *act;        /* the column's records (struct pk_act_iq2v) */
-    size_t act_stride;         /* bytes from one super-block's record to the next */
-    float *dst;                /* the first row's output */
+    const uint8_t *act;        /* super-block 0's records (struct pk_act_iq2v), one per column */
+    size_t act_stride;         /* bytes from one super-block's records to the next */
+    int ncols;
+    float *dst;                /* the first row's output, first column */
+    size_t dst_stride;         /* floats per column of dst */
 };
 
 typedef void (*pk_tile_fn)(const struct pk_tile *t);

@@ -1275,21 +1275,24 @@ PK_VBMI_FN __m512i pk_iq2v_magnitudes(__m512i levels, const int b) {
     return _mm512_gf2p8affine_epi64_epi8(levels, _mm512_set1_epi64((long long)matrix), 0x08);
 }
 
-/* Rows row0 and row1 (the same row twice for an odd last one): per
- * super-block the groups' indices, signs and the words' scales from both
- * rows' blocks, then per half h and part t b1892's lanes as word pairs of
- * sub-blocks s = 2 v, 2 v + 1 (vpmaddwd with the scales), transposed and
- * added into dword 8 r + l (row r's lane l = 2 g + h, exact); then
- * vcvtdq2ps and one FMA with d_w d_a, as b1892. */
-PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, const uint8_t *row1, float out[2],
-                             const bool xs) {
+/* Rows row0 and row1 (the same row twice for an odd last one) x C
+ * columns: per super-block the groups' indices, signs and the words'
+ * scales from both rows' blocks, the magnitudes and sign masks once for
+ * all columns, then per column, half h and part t b1892's lanes as word
+ * pairs of sub-blocks s = 2 v, 2 v + 1 (vpmaddwd with the scales),
+ * transposed and added into dword 8 r + l (row r's lane l = 2 g + h,
+ * exact); then vcvtdq2ps and one FMA with d_w d_a, as b1892. */
+PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, const uint8_t *row1,
+                             float out[PK_IQ2_VEC_COLS][2], const bool xs, const int C) {
     const size_t bb = xs ? sizeof(block_iq2_xs) : sizeof(block_iq2_xxs);
     const uint8_t *levels = xs ? pk_iq2v.levels_xs[0] : pk_iq2v.levels_xxs[0];
     const __m512i zero = _mm512_setzero_si512();
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[PK_IQ2_VEC_COLS];
+    PK_UNROLL
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < v->nb; i++) {
         const uint8_t *b0 = row0 + bb * (size_t)i, *b1 = row1 + bb * (size_t)i;
-        const struct pk_act_iq2v *a = (const struct pk_act_iq2v *)(v->act + v->act_stride * (size_t)i);
+        const struct pk_act_iq2v *a = (const struct pk_act_iq2v *)(v->act + v->act_stride * (size_t)i); /* a[c] */
         pk_prefetch(b0, bb);
         pk_prefetch(b1, bb);
         const __m512i q0 = _mm512_loadu_si512(b0 + 2), q1 = _mm512_loadu_si512(b1 + 2);
@@ -1323,7 +1326,7 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
         const __mmask64 quarter[4] = { _kandn_mask64(k7, _knot_mask64(k8)), _kandn_mask64(k8, k7), _kandn_mask64(k7, k8),
                                        _kand_mask64(k7, k8) };
         const __m512i signs2[2] = { _mm512_unpacklo_epi8(sb, sb), _mm512_unpackhi_epi8(sb, sb) };
-        __m512i part_sums[2][2];
+        __m512i part_sums[PK_IQ2_VEC_COLS][2][2];
         PK_UNROLL
         for (int h = 0; h < 2; h++) {
             const __m512i c = pk_iq2v_levels(levels + (xs ? 512 : 256) * h, idx, quarter, xs);
@@ -1332,53 +1335,76 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
             PK_UNROLL
             for (int t = 0; t < 2; t++) {
                 const __m512i pairs = t ? _mm512_unpackhi_epi8(c, d) : _mm512_unpacklo_epi8(c, d);
-                __m512i sum = zero;
+                __m512i sum[PK_IQ2_VEC_COLS];
                 PK_UNROLL
                 for (int m = 0; m < 2; m++) {
                     const int p = 4 * h + 2 * m;
                     const __m512i mag = pk_iq2v_magnitudes(pairs, 4 * m);
                     const __mmask64 neg = _mm512_test_epi8_mask(signs2[t], _mm512_set1_epi16((short)((1 << p) | (2 << p) << 8)));
-                    const __m512i y = pk_iq2v_load(a->qs[h][m][t]);
-                    const __m512i prod = _mm512_maddubs_epi16(mag, _mm512_mask_sub_epi8(y, neg, zero, y));
-                    sum = m ? _mm512_add_epi16(sum, prod) : prod;
+                    PK_UNROLL
+                    for (int col = 0; col < C; col++) {
+                        const __m512i y = pk_iq2v_load(a[col].qs[h][m][t]);
+                        const __m512i prod = _mm512_maddubs_epi16(mag, _mm512_mask_sub_epi8(y, neg, zero, y));
+                        sum[col] = m ? _mm512_add_epi16(sum[col], prod) : prod;
+                    }
                 }
-                part_sums[h][t] = _mm512_madd_epi16(sum, scale);
+                PK_UNROLL
+                for (int col = 0; col < C; col++) part_sums[col][h][t] = _mm512_madd_epi16(sum[col], scale);
             }
         }
-        /* lane L's dwords v = 0..3 (sub-block pairs) of (h, t) = (0, 0), (1, 0), (0, 1), (1, 1) added */
-        const __m512i e0 = _mm512_add_epi32(_mm512_unpacklo_epi32(part_sums[0][0], part_sums[1][0]),
-                                            _mm512_unpackhi_epi32(part_sums[0][0], part_sums[1][0]));
-        const __m512i e1 = _mm512_add_epi32(_mm512_unpacklo_epi32(part_sums[0][1], part_sums[1][1]),
-                                            _mm512_unpackhi_epi32(part_sums[0][1], part_sums[1][1]));
-        const __m512i lanes = _mm512_add_epi32(_mm512_unpacklo_epi64(e0, e1), _mm512_unpackhi_epi64(e0, e1));
         fp16_t h0, h1;
         memcpy(&h0, b0, sizeof h0);
         memcpy(&h1, b1, sizeof h1);
-        const __m128 d01 = _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h1 << 16 | h0))), _mm_set1_ps(a->d));
-        const __m512 d = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-                                               _mm512_castps128_ps512(d01));
-        acc = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc);
+        const __m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h1 << 16 | h0)));
+        PK_UNROLL
+        for (int col = 0; col < C; col++) {
+            /* lane L's dwords v = 0..3 (sub-block pairs) of (h, t) = (0, 0), (1, 0), (0, 1), (1, 1) added */
+            const __m512i(*ps)[2] = part_sums[col];
+            const __m512i e0 = _mm512_add_epi32(_mm512_unpacklo_epi32(ps[0][0], ps[1][0]), _mm512_unpackhi_epi32(ps[0][0], ps[1][0]));
+            const __m512i e1 = _mm512_add_epi32(_mm512_unpacklo_epi32(ps[0][1], ps[1][1]), _mm512_unpackhi_epi32(ps[0][1], ps[1][1]));
+            const __m512i lanes = _mm512_add_epi32(_mm512_unpacklo_epi64(e0, e1), _mm512_unpackhi_epi64(e0, e1));
+            const __m128 d01 = _mm_mul_ps(dw, _mm_set1_ps(a[col].d));
+            const __m512 d = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                   _mm512_castps128_ps512(d01));
+            acc[col] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[col]);
+        }
     }
-    float l[16];
-    _mm512_storeu_ps(l, acc);
-    for (int r = 0; r < 2; r++) {
-        const float *k = l + 8 * r;
-        const float r0 = k[0] + k[4], r1 = k[1] + k[5], r2 = k[2] + k[6], r3 = k[3] + k[7];
-        out[r] = 0.125f * ((r0 + r2) + (r1 + r3));
+    PK_UNROLL
+    for (int col = 0; col < C; col++) {
+        float l[16];
+        _mm512_storeu_ps(l, acc[col]);
+        for (int r = 0; r < 2; r++) {
+            const float *k = l + 8 * r;
+            const float r0 = k[0] + k[4], r1 = k[1] + k[5], r2 = k[2] + k[6], r3 = k[3] + k[7];
+            out[col][r] = 0.125f * ((r0 + r2) + (r1 + r3));
+        }
     }
 }
+
+#define PK_IQ2V_COLS(C)                                   \
+    if (v->xs) pk_iq2v_pair(v, row0, row1, out, true, C); \
+    else pk_iq2v_pair(v, row0, row1, out, false, C);
+
+_Static_assert(PK_IQ2_VEC_COLS == 4, "pk_iq2_vec dispatches 1..4 columns");
 
 static __attribute__((target(PK_VBMI_TARGET))) void pk_iq2_vec(const struct pk_iq2_vec *v) {
     for (int64_t r = 0; r < v->nrows; r += 2) {
         const uint8_t *row0 = v->rows + (size_t)r * v->row_bytes;
         const uint8_t *row1 = r + 1 < v->nrows ? row0 + v->row_bytes : row0;
-        float out[2];
-        if (v->xs) pk_iq2v_pair(v, row0, row1, out, true);
-        else pk_iq2v_pair(v, row0, row1, out, false);
-        v->dst[r] = out[0];
-        if (r + 1 < v->nrows) v->dst[r + 1] = out[1];
+        float out[PK_IQ2_VEC_COLS][2];
+        switch (v->ncols) {
+            case 1: PK_IQ2V_COLS(1) break;
+            case 2: PK_IQ2V_COLS(2) break;
+            case 3: PK_IQ2V_COLS(3) break;
+            default: PK_IQ2V_COLS(4) break;
+        }
+        for (int c = 0; c < v->ncols; c++) {
+            v->dst[c * v->dst_stride + r] = out[c][0];
+            if (r + 1 < v->nrows) v->dst[c * v->dst_stride + r + 1] = out[c][1];
+        }
     }
 }
+#undef PK_IQ2V_COLS
 
 static const struct pk_kernels pk_avx512 = {
     .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
