@@ -387,17 +387,22 @@ static void check_f16_experts_wide(struct cpu_threadpool *pool) {
 }
 
 /* IQ2 products decode PK_IQ2_DECODE_ROWS rows per work item: several items,
- * a partial one, column tiles with a partial one, any quant bytes. */
+ * a partial one, column tiles with a partial one, any quant bytes. Up to
+ * two tiles of columns take the matrix-vector kernel instead, in blocks of
+ * 64 rows over both tiles: several blocks, a partial one, a partial tile. */
 static void check_iq2_units(struct cpu_threadpool *pool) {
     static const enum ggml_type types[] = { GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS };
+    static const int64_t col_counts[] = { 3 * PK_COLS_IQ2 + 2, 2 * PK_COLS_IQ2 - 1 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
-        struct tensor *w = tensor_new_2d(ctx, types[i], 512, 2 * PK_IQ2_DECODE_ROWS + 7);
-        struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 512, 3 * PK_COLS_IQ2 + 2);
-        fill_weight(w, true);
-        for (int64_t e = 0; e < tensor_nelements(x); e++) ((float *)x->data)[e] = test_rand_uniform(&g_rng, -2, 2);
-        check_product(pool, ctx, w, x, "decode units");
-        tensor_ctx_free(ctx);
+        for (size_t n = 0; n < sizeof col_counts / sizeof col_counts[0]; n++) {
+            struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
+            struct tensor *w = tensor_new_2d(ctx, types[i], 512, 2 * PK_IQ2_DECODE_ROWS + 75);
+            struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 512, col_counts[n]);
+            fill_weight(w, true);
+            for (int64_t e = 0; e < tensor_nelements(x); e++) ((float *)x->data)[e] = test_rand_uniform(&g_rng, -2, 2);
+            check_product(pool, ctx, w, x, n == 0 ? "decode units" : "matrix-vector kernel, two column tiles");
+            tensor_ctx_free(ctx);
+        }
     }
 }
 

@@ -263,9 +263,9 @@ struct pk_act_iq2v {
 _Static_assert(sizeof(struct pk_act_iq2v) == sizeof(struct pk_act_iq2), "one record size for both IQ2 layouts");
 
 /* One call of the IQ2 matrix-vector kernel: nrows rows of the file times
- * 1..PK_IQ2_VEC_COLS columns (products of that few columns take it too:
- * the grid lookups are shared by the columns). */
-#define PK_IQ2_VEC_COLS 4
+ * 1..PK_IQ2_VEC_COLS columns, one tile of the activations (products of a
+ * few columns take it too: the grid lookups are shared by the columns). */
+#define PK_IQ2_VEC_COLS 6
 struct pk_iq2_vec {
     const uint8_t *rows;       /* the first row's super-blocks */
     size_t row_bytes;
@@ -294,6 +294,7 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 #define PK_COLS_FAST 12
 #define PK_COLS_FAST_K 8
 #define PK_COLS_IQ2 6
+_Static_assert(PK_IQ2_VEC_COLS == PK_COLS_IQ2, "the matrix-vector kernel takes the columns a tile at a time");
 
 /* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
  * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /

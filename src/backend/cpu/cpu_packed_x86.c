@@ -1326,15 +1326,22 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
         const __mmask64 quarter[4] = { _kandn_mask64(k7, _knot_mask64(k8)), _kandn_mask64(k8, k7), _kandn_mask64(k7, k8),
                                        _kand_mask64(k7, k8) };
         const __m512i signs2[2] = { _mm512_unpacklo_epi8(sb, sb), _mm512_unpackhi_epi8(sb, sb) };
-        __m512i part_sums[PK_IQ2_VEC_COLS][2][2];
+        __m512i levels_h[2], shifted[2];
         PK_UNROLL
         for (int h = 0; h < 2; h++) {
-            const __m512i c = pk_iq2v_levels(levels + (xs ? 512 : 256) * h, idx, quarter, xs);
+            levels_h[h] = pk_iq2v_levels(levels + (xs ? 512 : 256) * h, idx, quarter, xs);
             /* byte pairs (c, c >> 2): positions 2 m and 2 m + 1 at the same bits 4 m, 4 m + 1 */
-            const __m512i d = _mm512_srli_epi16(c, 2);
+            shifted[h] = _mm512_srli_epi16(levels_h[h], 2);
+        }
+        /* per part t: lane L's dwords v = 0..3 (sub-block pairs) of h = 0 and 1 added pairwise */
+        __m512i part[2][PK_IQ2_VEC_COLS];
+        PK_UNROLL
+        for (int t = 0; t < 2; t++) {
+            __m512i half[2][PK_IQ2_VEC_COLS];
             PK_UNROLL
-            for (int t = 0; t < 2; t++) {
-                const __m512i pairs = t ? _mm512_unpackhi_epi8(c, d) : _mm512_unpacklo_epi8(c, d);
+            for (int h = 0; h < 2; h++) {
+                const __m512i pairs = t ? _mm512_unpackhi_epi8(levels_h[h], shifted[h])
+                                        : _mm512_unpacklo_epi8(levels_h[h], shifted[h]);
                 __m512i sum[PK_IQ2_VEC_COLS];
                 PK_UNROLL
                 for (int m = 0; m < 2; m++) {
@@ -1349,7 +1356,12 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
                     }
                 }
                 PK_UNROLL
-                for (int col = 0; col < C; col++) part_sums[col][h][t] = _mm512_madd_epi16(sum[col], scale);
+                for (int col = 0; col < C; col++) half[h][col] = _mm512_madd_epi16(sum[col], scale);
+            }
+            PK_UNROLL
+            for (int col = 0; col < C; col++) {
+                part[t][col] = _mm512_add_epi32(_mm512_unpacklo_epi32(half[0][col], half[1][col]),
+                                                _mm512_unpackhi_epi32(half[0][col], half[1][col]));
             }
         }
         fp16_t h0, h1;
@@ -1358,11 +1370,9 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
         const __m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h1 << 16 | h0)));
         PK_UNROLL
         for (int col = 0; col < C; col++) {
-            /* lane L's dwords v = 0..3 (sub-block pairs) of (h, t) = (0, 0), (1, 0), (0, 1), (1, 1) added */
-            const __m512i(*ps)[2] = part_sums[col];
-            const __m512i e0 = _mm512_add_epi32(_mm512_unpacklo_epi32(ps[0][0], ps[1][0]), _mm512_unpackhi_epi32(ps[0][0], ps[1][0]));
-            const __m512i e1 = _mm512_add_epi32(_mm512_unpacklo_epi32(ps[0][1], ps[1][1]), _mm512_unpackhi_epi32(ps[0][1], ps[1][1]));
-            const __m512i lanes = _mm512_add_epi32(_mm512_unpacklo_epi64(e0, e1), _mm512_unpackhi_epi64(e0, e1));
+            /* lane L: (h, t) = (0, 0), (1, 0), (0, 1), (1, 1), each added over v */
+            const __m512i lanes = _mm512_add_epi32(_mm512_unpacklo_epi64(part[0][col], part[1][col]),
+                                                   _mm512_unpackhi_epi64(part[0][col], part[1][col]));
             const __m128 d01 = _mm_mul_ps(dw, _mm_set1_ps(a[col].d));
             const __m512 d = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
                                                    _mm512_castps128_ps512(d01));
@@ -1385,7 +1395,7 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
     if (v->xs) pk_iq2v_pair(v, row0, row1, out, true, C); \
     else pk_iq2v_pair(v, row0, row1, out, false, C);
 
-_Static_assert(PK_IQ2_VEC_COLS == 4, "pk_iq2_vec dispatches 1..4 columns");
+_Static_assert(PK_IQ2_VEC_COLS == 6, "pk_iq2_vec dispatches 1..6 columns");
 
 static __attribute__((target(PK_VBMI_TARGET))) void pk_iq2_vec(const struct pk_iq2_vec *v) {
     for (int64_t r = 0; r < v->nrows; r += 2) {
@@ -1396,7 +1406,9 @@ static __attribute__((target(PK_VBMI_TARGET))) void pk_iq2_vec(const struct pk_i
             case 1: PK_IQ2V_COLS(1) break;
             case 2: PK_IQ2V_COLS(2) break;
             case 3: PK_IQ2V_COLS(3) break;
-            default: PK_IQ2V_COLS(4) break;
+            case 4: PK_IQ2V_COLS(4) break;
+            case 5: PK_IQ2V_COLS(5) break;
+            default: PK_IQ2V_COLS(6) break;
         }
         for (int c = 0; c < v->ncols; c++) {
             v->dst[c * v->dst_stride + r] = out[c][0];
