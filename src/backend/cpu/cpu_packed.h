@@ -19,8 +19,8 @@
  * disk is unchanged. F16 weights need no packing: their rows are read in
  * place. IQ2_XXS / IQ2_XS weights are not packed either: products of more
  * than one column decode 32 rows at a time into scaled 16-bit values, and
- * with AVX-512 VBMI and GFNI products of one column look up the grid for 64
- * groups at once, both with b1892's integer lanes and float operations
+ * with AVX-512 VBMI and GFNI products of one to 12 columns look up the grid
+ * for 64 groups at once, both with b1892's integer lanes and float operations
  * (cpu_packed_impl.h).
  * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
  * reference path.
@@ -122,8 +122,8 @@ void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, c
                             int64_t ncols, int64_t k, float *scratch, float *dst, size_t dst_stride);
 
 /* mul_mat on this path: dst = w x x with w packed (or F16 with 32 | K, or
- * IQ2 with more than one column, or with one where the CPU has AVX-512 VBMI
- * and GFNI), x F32 rows, dst F32. cpu_matmul.c asks
+ * IQ2: with more than one column, or with one where the CPU has AVX-512
+ * VBMI and GFNI), x F32 rows, dst F32. cpu_matmul.c asks
  * cpu_fast_mul_mat_applies() and hands the node over; work memory and
  * phases as any op (INIT converts x). */
 bool cpu_fast_mul_mat_applies(const struct tensor *dst);

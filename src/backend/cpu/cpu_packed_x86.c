@@ -33,7 +33,8 @@
  * weights already times their scales (int16, exact), then per super-block
  * one vcvtdq2ps and one vfmadd231ps as in the exact k-quant tiles.
  *
- * IQ2 matrix-vector products (pk_iq2_vec; also AVX-512 VBMI and GFNI):
+ * IQ2 matrix-vector products (pk_iq2_vec; also AVX-512 VBMI and GFNI; up
+ * to 6 columns, which share the lookups and masks below):
  * the file's rows two at a time, a byte per group of 8 values (64 groups a
  * super-block): vpermi2b looks up the grid's level codes of all 64 groups
  * at once, an affine transform over GF(2) maps two levels to magnitudes,
