@@ -490,13 +490,13 @@ static enum pk_kind pk_kind_of(const struct tensor *dst) {
 
 bool cpu_fast_mul_mat_applies(const struct tensor *dst) { return pk_kind_of(dst) != PK_NONE; }
 
-/* IQ2 products of up to PK_IQ2_VEC_TILES tiles of PK_IQ2_VEC_COLS columns
- * (not grouped by expert) run on the matrix-vector kernel, which shares its
- * grid lookups among a tile's columns: IQ2_XXS 2048 x 5632 with 2 threads,
- * 1 / 2 / 4 / 6 columns 105 / 154 / 203 / 213 GOP/s; decoding first gives
- * 90 / 114 / 199 / 207 at 5 / 8 / 12 / 16 columns, 287 at 32. */
+/* Whether an IQ2 product with columns x (not grouped by expert) runs on
+ * the matrix-vector kernel, which shares its grid lookups among a tile's
+ * PK_IQ2_VEC_COLS columns: up to PK_IQ2_VEC_TILES tiles. IQ2_XXS 2048 x
+ * 5632, 2 threads: 1 / 2 / 4 / 6 / 8 / 12 columns 105 / 154 / 203 / 227 /
+ * 170 / 227 GOP/s; decoding rows first, 114 / 199 at 8 / 12, 207 at 16. */
 #define PK_IQ2_VEC_TILES 2
-static bool pk_iq2_vec_cols(const struct tensor *x) {
+static bool pk_iq2_vec_takes(const struct tensor *x) {
     return tensor_nrows(x) <= PK_IQ2_VEC_TILES * PK_IQ2_VEC_COLS && pk_kernels()->iq2_vec;
 }
 
@@ -683,7 +683,7 @@ static void pk_record_iq2v(const block_q8_K *b, struct pk_act_iq2v *a) {
 
 /* Blocks [b0, b1) of one column quantized to Q8_K (the trait table's
  * quantizer) as the records of pt's kernels (IQ2: of the matrix-vector
- * kernel when `vec`, pk_iq2_vec_cols). */
+ * kernel when `vec`, pk_iq2_vec_takes). */
 static void pk_act_q8k(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
                        const struct pk_type *pt, int64_t col, bool vec) {
     type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
@@ -744,7 +744,7 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
         } else if (pt->act == PK_ACT_Q8F) {
             pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, slot);
         } else {
-            pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot, !slot_of && pk_iq2_vec_cols(x));
+            pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot, !slot_of && pk_iq2_vec_takes(x));
         }
     }
 }
@@ -944,7 +944,7 @@ static void pk_iq2_compute(const struct cpu_task *task, struct tensor *dst, cons
     }
 }
 
-/* IQ2 weights times a few columns (pk_iq2_vec_cols): pairs of rows as
+/* IQ2 weights times a few columns (pk_iq2_vec_takes): pairs of rows as
  * pk_vec_next hands them out, read in place by the VBMI kernel; with more
  * than one column tile, blocks of PK_IQ2_VEC_BLOCK_ROWS rows pass over
  * every tile while they are in cache. */
@@ -1266,7 +1266,7 @@ void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
     } else {
         const struct pk_tiles tl = { .act = (const uint8_t *)task->wdata, .decoded = pk_thread_scratch(task, dst) };
         if (pk_kind_of(dst) != PK_IQ2) pk_quant_compute(task, dst, &tl);
-        else if (pk_iq2_vec_cols(dst->src[1])) pk_iq2_vec_compute(task, dst);
+        else if (pk_iq2_vec_takes(dst->src[1])) pk_iq2_vec_compute(task, dst);
         else pk_iq2_compute(task, dst, &tl);
     }
 }
