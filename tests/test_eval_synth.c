@@ -67,10 +67,59 @@ static void check_models(const char *golden_rel, const char *dir, double exact_t
     cJSON_Delete(golden);
 }
 
+/* F16 experts on a real file: the F32 MoE converted to F16 by our quantizer
+ * (b1892's `quantize ... F16`; test_quantize checks the conversion) against
+ * b1892's logits of the F32 file, fed in one batch (the experts' columns
+ * grouped) and token by token (one column). Only the weights' rounding to
+ * F16 separates the two: measured 0.095 at most, logits spanning about 20;
+ * a wrong expert or output column moves them by whole units. */
+#define F16_MOE_TOL 0.25
+static void check_f16_moe(void) {
+    cJSON *golden = golden_load("golden/eval-synth-moe.json");
+    const cJSON *m, *f32 = NULL;
+    cJSON_ArrayForEach(m, cJSON_GetObjectItem(golden, "models")) {
+        if (!strcmp(cJSON_GetObjectItem(m, "file")->valuestring, "synth-moe-F32.gguf")) f32 = m;
+    }
+    CHECK(f32 != NULL);
+    test_tmp_dir_create("test_eval_synth");
+    const char *f16_path = test_tmp_path("synth-moe-F16.gguf");
+    llama_model_quantize_params qp = llama_model_quantize_default_params();
+    qp.ftype = LLAMA_FTYPE_MOSTLY_F16;
+    qp.nthread = 2;
+    CHECK(f32 && llama_model_quantize(test_require_shared("models/synth-moe/synth-moe-F32.gguf"), f16_path, &qp) == 0);
+    struct llama_model *model = llama_load_model_from_file(f16_path, llama_model_default_params());
+    CHECK(model != NULL);
+    if (f32 && model) {
+        struct llama_context *ctx = golden_context(model, 2, false);
+        static const enum golden_feed feeds[] = { FEED_ONE_BATCH, FEED_TOKEN_BY_TOKEN };
+        for (size_t f = 0; f < sizeof feeds / sizeof feeds[0]; f++) {
+            const cJSON *prompt;
+            double worst = 0;
+            int mismatch = 0;
+            cJSON_ArrayForEach(prompt, cJSON_GetObjectItem(f32, "prompts")) {
+                struct golden_result r;
+                CHECK(golden_run_prompt(ctx, prompt, feeds[f], F16_MOE_TOL, &r));
+                if (r.max_prompt_diff > worst) worst = r.max_prompt_diff;
+                if (r.max_greedy_diff > worst) worst = r.max_greedy_diff;
+                mismatch += r.greedy_mismatch >= 0;
+            }
+            const char *how = f == 0 ? "one batch" : "token by token";
+            printf("synth-moe F16 (converted), %s: max |dlogit| against b1892's F32 %.3g\n", how, worst);
+            CHECK_MSG(worst <= F16_MOE_TOL, "synth-moe F16, %s: logits differ by %g (budget %g)", how, worst, F16_MOE_TOL);
+            CHECK_MSG(mismatch == 0, "synth-moe F16, %s: greedy tokens differ", how);
+        }
+        llama_free(ctx);
+    }
+    if (model) llama_free_model(model);
+    test_tmp_dir_remove();
+    cJSON_Delete(golden);
+}
+
 int main(void) {
     llama_backend_init(false);
     check_models("golden/eval-synth-k.json", "models/synth-k", 5e-6);
     check_models("golden/eval-synth-moe.json", "models/synth-moe", 5e-6);
+    check_f16_moe();
     printf("worst over all files: prompt %.3g, greedy %.3g\n", g_worst_prompt, g_worst_greedy);
     llama_backend_free();
     return test_finish("test_eval_synth");
