@@ -55,6 +55,7 @@
 #if defined(__x86_64__)
 #include <immintrin.h>
 
+#include <stddef.h>
 #include <string.h>
 
 #include "core/fp16.h"
@@ -1204,7 +1205,7 @@ PK_KERNEL void pk_iq2_tile(const struct pk_iq2_tile *t) {
     }
 }
 
-/* ---- IQ2_XXS, IQ2_XS matrix-vector products (AVX-512 VBMI; layout at pk_act_iq2v) ---------- */
+/* ---- IQ2_XXS, IQ2_XS matrix-vector products (AVX-512 VBMI, GFNI; layout at pk_act_iq2v) ---- */
 
 #define PK_VBMI_TARGET PK_TARGET ",avx512vbmi,gfni"
 #define PK_VBMI_FN static inline __attribute__((target(PK_VBMI_TARGET), always_inline))
@@ -1296,7 +1297,11 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
         const struct pk_act_iq2v *a = (const struct pk_act_iq2v *)(v->act + v->act_stride * (size_t)i); /* a[c] */
         pk_prefetch(b0, bb);
         pk_prefetch(b1, bb);
-        const __m512i q0 = _mm512_loadu_si512(b0 + 2), q1 = _mm512_loadu_si512(b1 + 2);
+        /* the 64 bytes of qs (the same offset in both block types) */
+        _Static_assert(offsetof(block_iq2_xxs, qs) == offsetof(block_iq2_xs, qs) &&
+                           offsetof(block_iq2_xxs, d) == offsetof(block_iq2_xs, d), "IQ2 blocks: d, then qs");
+        const __m512i q0 = _mm512_loadu_si512(b0 + offsetof(block_iq2_xxs, qs));
+        const __m512i q1 = _mm512_loadu_si512(b1 + offsetof(block_iq2_xxs, qs));
         __m512i idx, sb, scale;
         __mmask64 k8 = 0;
         if (xs) {
@@ -1306,8 +1311,8 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
             sb = _mm512_permutex2var_epi8(pk_iq2v_load(pk_iq2v.signs), _mm512_srli_epi16(hi, 1),
                                           pk_iq2v_load(pk_iq2v.signs + 64));
             uint64_t s0, s1;
-            memcpy(&s0, b0 + 66, 8);
-            memcpy(&s1, b1 + 66, 8);
+            memcpy(&s0, b0 + offsetof(block_iq2_xs, scales), 8);
+            memcpy(&s1, b1 + offsetof(block_iq2_xs, scales), 8);
             const __m512i bytes = _mm512_broadcast_i32x4(_mm_set_epi64x((long long)s1, (long long)s0));
             const __m512i w = _mm512_maskz_permutexvar_epi8(0x5555555555555555ULL, pk_iq2v_load(pk_iq2v.scale_xs), bytes);
             const __m512i nib = _mm512_and_si512(_mm512_srlv_epi16(w, pk_iq2v_load(pk_iq2v.nibble_xs)),
@@ -1366,8 +1371,8 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
             }
         }
         fp16_t h0, h1;
-        memcpy(&h0, b0, sizeof h0);
-        memcpy(&h1, b1, sizeof h1);
+        memcpy(&h0, b0 + offsetof(block_iq2_xxs, d), sizeof h0); /* the same offset in block_iq2_xs */
+        memcpy(&h1, b1 + offsetof(block_iq2_xxs, d), sizeof h1);
         const __m128 dw = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h1 << 16 | h0)));
         PK_UNROLL
         for (int col = 0; col < C; col++) {
