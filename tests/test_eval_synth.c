@@ -3,7 +3,8 @@
  * golden/eval-synth-k.json in all 27 files (every quantization type, mixed and
  * pure) and the Mixtral-style mixture of experts of golden/eval-synth-moe.json:
  * description, size, parameter count, logits of every prompt position and the
- * greedy continuation with its top-5 logits.
+ * greedy continuation with its top-5 logits; and that MoE converted to F16
+ * (check_f16_moe), within its weights' rounding.
  *
  * Budget: b1892's numbers follow from its x86 (AVX2-path) arithmetic, which we
  * reproduce for every type (dot products in its lane order, F16 tables,
