@@ -132,7 +132,10 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
         }
     }
     printf("  %-7s %d shapes, %d with packed weights%s, %d on the fast path\n", type_name(type), n_checked, n_packed,
-           cpu_packed_type(type) ? "" : " (type not packed here)", g_fast_products - fast_before);
+           type == GGML_TYPE_F16 ? " (copied as they are)" : cpu_packed_type(type) ? "" : " (type not packed here)",
+           g_fast_products - fast_before);
+    /* F16 weights are copied (into huge pages) wherever their kernels run */
+    if (type == GGML_TYPE_F16 && cpu_packed_f16_available(32)) CHECK(n_packed == n_checked);
     /* IQ2 products are read in place, not packed: with more than one column
      * decoded per work item, with one by the VBMI kernel where the CPU has it */
     const bool iq2 = type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS;
@@ -418,12 +421,13 @@ static void check_f16_scratch_bound(void) {
     CHECK_MSG(bad == 0, "F16 scratch: %d sizes below a shorter k's need", bad);
 }
 
-/* A packed weight whose data moved (LoRA copies it) must not use the stale copy. */
-static void check_stale(struct cpu_threadpool *pool) {
-    if (!cpu_packed_type(GGML_TYPE_Q4_0)) return;
+/* A packed weight (an F16 one: copied) whose data moved (LoRA copies it)
+ * must not use the stale copy. */
+static void check_stale(struct cpu_threadpool *pool, enum ggml_type type) {
+    if (!(type == GGML_TYPE_F16 ? cpu_packed_f16_available(32) : cpu_packed_type(type))) return;
     struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
-    struct tensor *w = tensor_new_2d(ctx, GGML_TYPE_Q4_0, 64, 8);
-    struct tensor *w2 = tensor_new_2d(ctx, GGML_TYPE_Q4_0, 64, 8);
+    struct tensor *w = tensor_new_2d(ctx, type, 64, 8);
+    struct tensor *w2 = tensor_new_2d(ctx, type, 64, 8);
     struct tensor *x = tensor_new_2d(ctx, GGML_TYPE_F32, 64, 3);
     fill_weight(w, false);
     fill_weight(w2, true);
@@ -464,7 +468,8 @@ int main(void) {
     check_zero_tails(pool);
     check_shared_x(pool);
     check_f16_scratch_bound();
-    check_stale(pool);
+    check_stale(pool, GGML_TYPE_Q4_0);
+    check_stale(pool, GGML_TYPE_F16);
     cpu_threadpool_free(pool);
     return test_finish("test_packed_matmul");
 }
