@@ -82,7 +82,7 @@ PK_FN __m512 pk_row_scales(const void *p) {
 /* Matrix-vector kernels stream their weights from memory once: each block
  * asks for the lines PK_PREFETCH_BYTES ahead of its own, and again 2 KiB
  * ahead (for L1 if the first had gone to L2 only; both as T0: on Zen 5 a
- * T1 hint streamed up to 10% slower, on Sapphire Rapids no faster). */
+ * T1 hint for the first streamed up to 10% slower). */
 PK_FN void pk_prefetch(const uint8_t *block, size_t bytes) {
     for (size_t o = 0; o < bytes; o += 64) {
         _mm_prefetch((const char *)block + o + PK_PREFETCH_BYTES, _MM_HINT_T0);
