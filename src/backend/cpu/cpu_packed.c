@@ -361,9 +361,9 @@ static size_t pk_group_bytes(const struct pk_type *pt, int64_t nb) {
 
 /* F16 matrices the kernels take (32 | k) are copied as they are: their
  * kernels read rows in the file's layout, but from the mapped file they
- * read 4 KiB pages, and a matrix-vector product then streams 25-40% slower
- * than from the copy's huge pages (tg 128 on the TinyLlama-shaped F16
- * model, 2 threads, in a KVM guest: 11.7 -> 16.2 t/s). */
+ * read 4 KiB pages, and matrix-vector products then stream about a third
+ * slower than from the copy's huge pages (tg 64 on the TinyLlama-shaped F16
+ * model, 2 threads, in a KVM guest: 11.4-12.1 -> 18.5-19.0 t/s). */
 static bool pk_f16_copied(const struct tensor *w) {
     return w->type == GGML_TYPE_F16 && w->ne[0] % 32 == 0 && pk_kernels();
 }
@@ -1006,11 +1006,6 @@ static void pk_mask_scan(const struct cpu_task *task, const struct tensor *dst) 
     }
 }
 
-/* F16 weights (any slices, broadcast as mul_mat allows): work items (slice,
- * block of rows, block of columns; cpu_packed_impl.h) claimed as the threads
- * go; matrix-vector products take 16-row units (pk_vec_next) instead. A
- * masked product (op_mul_mat_masked) computes only the columns between the
- * first and the last that its mask leaves open in the item's rows. */
 /* Row `row` of F16 weights w in slice (i2, i3): in w's copy where it has a
  * current one (pk_f16_copied), else in place. */
 static const fp16_t *pk_f16_row(const struct tensor *w, int64_t row, int64_t i2, int64_t i3) {
@@ -1019,6 +1014,11 @@ static const fp16_t *pk_f16_row(const struct tensor *w, int64_t row, int64_t i2,
     return (const fp16_t *)(((const struct cpu_packed_weight *)w->extra)->data + (at - (const uint8_t *)w->data));
 }
 
+/* F16 weights (any slices, broadcast as mul_mat allows): work items (slice,
+ * block of rows, block of columns; cpu_packed_impl.h) claimed as the threads
+ * go; matrix-vector products take 16-row units (pk_vec_next) instead. A
+ * masked product (op_mul_mat_masked) computes only the columns between the
+ * first and the last that its mask leaves open in the item's rows. */
 static void pk_f16_compute(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const pk_f16_item_fn kernel = pk_kernels()->f16;

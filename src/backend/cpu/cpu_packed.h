@@ -18,8 +18,8 @@
  * a model's arena), described by the tensor's `extra`; the file's layout on
  * disk is unchanged. F16 weights (32 | k) keep the file's layout but are
  * copied as they are into the same kind of memory: huge pages, which
- * stream faster than the mapped file's 4 KiB pages. IQ2_XXS / IQ2_XS weights are not packed either: products of more
- * than one column decode 32 rows at a time into scaled 16-bit values, and
+ * stream faster than the mapped file's 4 KiB pages. IQ2_XXS / IQ2_XS
+ * weights are not packed: products of more than one column decode 32 rows at a time into scaled 16-bit values, and
  * with AVX-512 VBMI and GFNI products of one to 12 columns look up the grid
  * for 64 groups at once, both with b1892's integer lanes and float operations
  * (cpu_packed_impl.h).

@@ -258,6 +258,7 @@ PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int G
  * correction), converted, times d_w d_a rounded, fused into the output's
  * accumulator in block order. */
 PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q4) {
+    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
     const size_t qbytes = q4 ? 256 : 512;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[PK_COLS_FAST];
@@ -270,7 +271,7 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
             const uint8_t *q = t->q + g * t->group_bytes + qbytes * i, *hdr = t->hdr + g * t->group_bytes + 32 * i;
             if (C == 1) {
                 pk_prefetch(q, qbytes);
-                pk_prefetch_hdr(hdr, 32, pk_hdr_ahead(t, G));
+                pk_prefetch_hdr(hdr, 32, hdr_ahead);
             }
             /* step by step across the columns: C independent vpdpbusd chains
              * in flight, each step's weights (4 elements of the 16 rows) in
@@ -379,6 +380,7 @@ PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
  * zero); the mins' sum takes 4 vpdpwssd of the rows' min pairs with the
  * column's sub-block sums. */
 PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
+    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[PK_COLS_FAST_K];
     PK_UNROLL
@@ -390,7 +392,7 @@ PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
             const uint8_t *hdr = t->hdr + g * t->group_bytes + 320 * i, *q = t->q + g * t->group_bytes + 2048 * i;
             if (C == 1) {
                 pk_prefetch(q, 2048);
-                pk_prefetch_hdr(hdr, 320, pk_hdr_ahead(t, G));
+                pk_prefetch_hdr(hdr, 320, hdr_ahead);
             }
             __m512i isum[PK_COLS_FAST_K];
             PK_UNROLL
@@ -475,6 +477,7 @@ PK_FN void pk_dpwssd(__m512i *acc, __m512i a, __m512i b) {
  * (the sub-block's sum) - 2 s. 2 x the scales' sum, added at the end, takes
  * the -2 s back. */
 PK_FN void pk_fast_q6_K_gc(const struct pk_tile *t, const int G, const int C) {
+    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
     const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xCC);
     /* bytes 0, 1 of each dword to bytes 2, 3 (the high word) */
     const __m512i to_high = _mm512_set4_epi32(0x0D0C8080, 0x09088080, 0x05048080, 0x01008080);
@@ -492,7 +495,7 @@ PK_FN void pk_fast_q6_K_gc(const struct pk_tile *t, const int G, const int C) {
             const uint8_t *hdr = t->hdr + g * t->group_bytes + 288 * i, *q = t->q + g * t->group_bytes + 3072 * i;
             if (C == 1) {
                 pk_prefetch(q, 3072);
-                pk_prefetch_hdr(hdr, 288, pk_hdr_ahead(t, G));
+                pk_prefetch_hdr(hdr, 288, hdr_ahead);
             }
             __m512i isum[PK_COLS_FAST_K], ssum = _mm512_setzero_si512();
             PK_UNROLL
@@ -587,6 +590,7 @@ PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16
  * added) fused into the row's first min lane alone, so that the reduction
  * adds b1892's scalar sum of them. */
 PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
+    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
     const bool q5 = bits == 5;
     const size_t qbytes = q5 ? 640 : 512;
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
@@ -599,7 +603,7 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
             const uint8_t *hdr = t->hdr + g * t->group_bytes + 80 * i, *q = t->q + g * t->group_bytes + qbytes * i;
             if (C == 1) {
                 pk_prefetch(q, qbytes);
-                pk_prefetch_hdr(hdr, 80, pk_hdr_ahead(t, G));
+                pk_prefetch_hdr(hdr, 80, hdr_ahead);
             }
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
@@ -670,6 +674,7 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
  * times the column's 16-sums) fused with -d_y dmin into the same
  * accumulators, as b1892 does. */
 PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
+    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
     const bool q3 = bits == 3, q2 = bits == 2;
     const size_t qbytes = q2 ? 256 : q3 ? 384 : 768, hbytes = q2 ? 80 : 72;
     /* Q2_K: the bytes of 8 sub-blocks' scales (sc[j][row]) as words, row r's 8 to its 128-bit lane */
@@ -686,7 +691,7 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
             const uint8_t *hdr = t->hdr + g * t->group_bytes + hbytes * i, *q = t->q + g * t->group_bytes + qbytes * i;
             if (C == 1) {
                 pk_prefetch(q, qbytes);
-                pk_prefetch_hdr(hdr, hbytes, pk_hdr_ahead(t, G));
+                pk_prefetch_hdr(hdr, hbytes, hdr_ahead);
             }
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
