@@ -566,7 +566,7 @@ static cJSON *bench_json(const struct bench_test *t, const struct bench_result *
         cJSON_AddNullToObject(o, "limit");
         cJSON_AddNullToObject(o, "limit_ratio");
     }
-    cJSON_AddStringToObject(o, "matmul", cpu_fast_matmul_active() ? "fast" : "exact");
+    cJSON_AddStringToObject(o, "matmul", cpu_fast_matmul_amx() ? "fast-amx" : cpu_fast_matmul_active() ? "fast" : "exact");
     double ts[BENCH_MAX_REPS];
     for (int i = 0; i < r->n_samples; i++) ts[i] = 1e9 * test_tokens(t) / (double)r->samples_ns[i];
     cJSON *ns = cJSON_AddArrayToObject(o, "samples_ns");
@@ -660,9 +660,10 @@ static void print_md_footer(const struct bench_params *bp, const struct bench_li
     printf("tg: bytes_per_token x t/s vs read bandwidth; pp: 2 x matmul weights x t/s vs the int8-dot peak "
            "(fp32 FMA for F32/F16 models)\n"
            "peak RSS: VmHWM of the test's own process; budget: 1.1 x (model file + KV cache) + 64 MiB\n");
-    printf("matrix products: %s\n",
+    printf("matrix products: %s%s\n",
            cpu_fast_matmul_active() ? "fast mode (LLAMAC_MATMUL=fast: Q4_0/Q8_0/Q4_K/Q6_K within float tolerance of b1892)"
-                                    : "exact (b1892's arithmetic)");
+                                    : "exact (b1892's arithmetic)",
+           cpu_fast_matmul_amx() ? "; Q4_0/Q8_0 prompts on AMX tiles" : "");
 }
 
 /* ---- options ------------------------------------------------------------------------------ */

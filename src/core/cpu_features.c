@@ -43,6 +43,8 @@ static void detect(struct cpu_features *f) {
             f->gfni = c & (1u << 8); /* used with 512-bit operands only */
             f->avx512vnni = c & (1u << 11);
         }
+        /* AMX-TILE and AMX-INT8, with the tile configuration and data states enabled in XCR0 */
+        f->amx_int8 = (d & (1u << 24)) && (d & (1u << 25)) && (xcr0 & 0x60000) == 0x60000;
         __cpuid_count(7, 1, a, b, c, d);
         f->avx_vnni = f->avx2 && (a & (1u << 4));
         f->avx512bf16 = os_avx512 && (a & (1u << 5));
@@ -75,6 +77,8 @@ static void init_features(void) {
     }
     const char *matmul = getenv("LLAMAC_MATMUL");
     g_features.fast_matmul = matmul && strcmp(matmul, "fast") == 0;
+    const char *amx = getenv("LLAMAC_AMX");
+    if (amx && strcmp(amx, "0") == 0) g_features.amx_int8 = false;
 }
 
 const struct cpu_features *cpu_features_get(void) {

@@ -7,6 +7,8 @@
  * Q4_K and Q6_K weights (backend/cpu/cpu_packed.h; results within float tolerance of
  * b1892's, not bit for bit); it must be set before the first call, since
  * weights are packed for one mode. LLAMAC_SIMD=scalar overrides it.
+ * LLAMAC_AMX=0 keeps the fast mode off Intel's AMX tiles (its AVX-512
+ * kernels then take every product).
  */
 #ifndef LLAMAC_CORE_CPU_FEATURES_H
 #define LLAMAC_CORE_CPU_FEATURES_H
@@ -18,6 +20,8 @@ struct cpu_features {
     bool sse3, ssse3, avx, avx2, fma, f16c;
     bool avx512f, avx512bw, avx512vl, avx512dq, avx512vbmi, avx512vnni, avx512bf16, gfni;
     bool avx_vnni;
+    bool amx_int8;      /* AMX tiles with int8 products, enabled by the OS (the process still asks
+                         * for their state: cpu_packed_x86.c); cleared by LLAMAC_AMX=0 */
     bool neon, arm_fma, arm_dotprod;
     bool force_scalar;  /* LLAMAC_SIMD=scalar */
     bool fast_matmul;   /* LLAMAC_MATMUL=fast (never with force_scalar) */

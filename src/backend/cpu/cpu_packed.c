@@ -56,6 +56,11 @@ bool cpu_fast_matmul_active(void) {
     return g_fast;
 }
 
+bool cpu_fast_matmul_amx(void) {
+    const struct pk_kernels *k = pk_kernels();
+    return g_fast && k->q4_0_amx;
+}
+
 /* Q4_K: per super-block the scaled sub-block sums and the mins' sum, exact. */
 static float pk_fast_dot_q4_K(int64_t k, const block_q4_K *x, const block_q8_K *y) {
     float acc = 0.0f;
@@ -119,7 +124,7 @@ float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const v
 
 /* ---- packed types --------------------------------------------------------------------------- */
 
-enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_AMX, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
 
 typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
 
@@ -344,6 +349,30 @@ static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
 
 bool cpu_packed_type(enum ggml_type type) { return pk_quant_kernel(type) != NULL; }
 
+/* The AMX kernel of a product of w with ncols columns, or NULL: fast mode,
+ * Q4_0 or Q8_0, more than one column (one column streams its weights
+ * through the AVX-512 kernel: a tile product per block would use one of
+ * its 16 rows). */
+static pk_tile_fn pk_amx_kernel(const struct tensor *w, int64_t ncols) {
+    const struct pk_kernels *k = pk_kernels();
+    if (!k || ncols < 2) return NULL;
+    return w->type == GGML_TYPE_Q4_0 ? k->q4_0_amx : w->type == GGML_TYPE_Q8_0 ? k->q8_0_amx : NULL;
+}
+
+/* The layout and kernel of a product of w with ncols columns: the type's,
+ * or on AMX the same packed groups with pk_act_amx columns. */
+static const struct pk_type *pk_product_type(const struct tensor *w, int64_t ncols) {
+    static const struct pk_type q4_0_amx = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q4_0_fast };
+    static const struct pk_type q8_0_amx = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q8_0_fast };
+    if (!pk_amx_kernel(w, ncols)) return pk_type_get(w->type);
+    return w->type == GGML_TYPE_Q4_0 ? &q4_0_amx : &q8_0_amx;
+}
+
+static pk_tile_fn pk_product_kernel(const struct tensor *w, int64_t ncols) {
+    const pk_tile_fn amx = pk_amx_kernel(w, ncols);
+    return amx ? amx : pk_quant_kernel(w->type);
+}
+
 /* ---- packing ------------------------------------------------------------------------------- */
 
 static int64_t pk_blocks_per_row(const struct tensor *w) { return w->ne[0] / pk_type_get(w->type)->blck; }
@@ -517,8 +546,9 @@ static bool pk_iq2_vec_takes(const struct tensor *x) {
 
 /* ---- activations ------------------------------------------------------------------------------ */
 
-static enum pk_act pk_act_of(const struct tensor *w) {
-    return w->type == GGML_TYPE_F16 ? PK_ACT_F32 : pk_type_get(w->type)->act;
+static enum pk_act pk_act_of(const struct tensor *dst) {
+    const struct tensor *w = dst->src[0];
+    return w->type == GGML_TYPE_F16 ? PK_ACT_F32 : pk_product_type(w, tensor_nrows(dst->src[1]))->act;
 }
 
 /* Bytes of one column's record for one block (quantized kinds). */
@@ -526,6 +556,7 @@ static size_t pk_act_record(enum pk_act act) {
     switch (act) {
         case PK_ACT_Q8: return sizeof(struct pk_act_q8);
         case PK_ACT_Q8F: return sizeof(struct pk_act_q8f);
+        case PK_ACT_AMX: return sizeof(struct pk_act_amx) / PK_COLS_AMX;
         case PK_ACT_Q8K6F: return sizeof(struct pk_act_q8k6f);
         case PK_ACT_IQ2: return sizeof(struct pk_act_iq2);
         default: return sizeof(struct pk_act_q8k);
@@ -562,17 +593,18 @@ static size_t pk_act_bytes(const struct tensor *dst) {
     const struct tensor *w = dst->src[0], *x = dst->src[1];
     const int64_t k = x->ne[0], ncols = tensor_nrows(x);
     if (w->type == GGML_TYPE_F16) return pk_pad64(pk_f16_stride(k) * (size_t)ncols * sizeof(float));
-    const struct pk_type *pt = pk_type_get(w->type);
+    const struct pk_type *pt = pk_product_type(w, ncols);
     const int64_t tiles = (ncols + pt->max_cols - 1) / pt->max_cols;
     return pk_pad64((size_t)(tiles * (k / pt->blck) * pt->max_cols) * pk_act_record(pt->act));
 }
 
 /* Per-thread scratch after the activations (64-byte aligned): the quantized
- * row (INIT); for F16 the rounded row (INIT), then an item's scratch (COMPUTE). */
+ * row (INIT); for F16 the rounded row (INIT), then an item's scratch
+ * (COMPUTE); for AMX the quantized row, then a group's pk_amx_blocks. */
 static size_t pk_scratch_bytes(const struct tensor *dst) {
     const struct tensor *w = dst->src[0];
     const int64_t k = w->ne[0];
-    switch (pk_act_of(w)) {
+    switch (pk_act_of(dst)) {
         case PK_ACT_F32: {
             const size_t init = pk_pad64((size_t)k * sizeof(fp16_t));
             const size_t compute = pk_pad64(pk_f16_scratch_floats(k) * sizeof(float));
@@ -580,6 +612,7 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
         }
         case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_1)); /* the larger */
         case PK_ACT_Q8F: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
+        case PK_ACT_AMX: return pk_pad64((size_t)(k / 32) * sizeof(struct pk_amx_block)); /* the larger */
         case PK_ACT_IQ2: { /* the quantized row (INIT), then the decoded rows (COMPUTE) */
             const size_t init = pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
             const size_t compute = (size_t)(PK_IQ2_DECODE_ROWS / PK_IQ2_ROWS * (k / 256)) * PK_IQ2_SB_BYTES;
@@ -645,6 +678,20 @@ static void pk_act_q8f(const float *x, int64_t k, int64_t b0, int64_t b1, int bi
         memcpy(a->qs, b->qs, 32);
         a->corr = -bias * sum;
         a->d = fp16_to_fp32(b->d);
+    }
+}
+
+/* The same for the AMX kernels: column `col`'s slot in the tile's blocks,
+ * its quants made unsigned. */
+static void pk_act_amx(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_0 *tmp, uint8_t *act,
+                       const struct pk_type *pt, int64_t col) {
+    type_traits_get(GGML_TYPE_Q8_0)->from_float(x + 32 * b0, tmp, 32 * (b1 - b0));
+    const int64_t slot = col % PK_COLS_AMX;
+    for (int64_t i = b0; i < b1; i++) {
+        const block_q8_0 *b = &tmp[i - b0];
+        struct pk_act_amx *a = (struct pk_act_amx *)pk_act_at(act, pt, k / 32, col - slot, i);
+        for (int l = 0; l < 32; l++) a->qs[slot][l] = (uint8_t)(b->qs[l] + 128);
+        a->d[slot] = fp16_to_fp32(b->d);
     }
 }
 
@@ -724,7 +771,7 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
                          void *scratch, const int32_t *slot_of) {
     const int64_t k = x->ne[0];
     const int64_t nrows = tensor_nrows(x);
-    const struct pk_type *pt = w->type == GGML_TYPE_F16 ? NULL : pk_type_get(w->type);
+    const struct pk_type *pt = w->type == GGML_TYPE_F16 ? NULL : pk_product_type(w, nrows);
     const int64_t blk = pt ? pt->blck : 16, nb = k / blk; /* F16: elements in 16s */
     /* rows shared out; one row (generation) has its blocks shared out
      * instead, so that no thread waits while another quantizes all of it */
@@ -758,6 +805,8 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
             pk_act_q8(src, k, b0, b1, bias, q8_1, scratch, act, pt, slot);
         } else if (pt->act == PK_ACT_Q8F) {
             pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, slot);
+        } else if (pt->act == PK_ACT_AMX) {
+            pk_act_amx(src, k, b0, b1, scratch, act, pt, slot);
         } else {
             pk_act_q8k(src, k, b0, b1, scratch, act, pt, slot, !slot_of && pk_iq2_vec_takes(x));
         }
@@ -877,9 +926,9 @@ static int pk_tile_runs(const struct pk_expert_groups *eg, int64_t tiles, int64_
 static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, const struct pk_tiles *tl) {
     const struct pk_expert_groups *eg = tl->eg;
     const struct tensor *w = eg ? dst->src[2] : dst->src[0], *x = dst->src[1]; /* experts: one type and shape */
-    const struct pk_type *pt = pk_type_get(w->type);
-    const pk_tile_fn kernel = pk_quant_kernel(w->type);
     const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
+    const struct pk_type *pt = pk_product_type(w, ncols);
+    const pk_tile_fn kernel = pk_product_kernel(w, ncols);
     const int64_t tiles = eg ? eg->tiles : (ncols + pt->max_cols - 1) / pt->max_cols;
     const int64_t groups = pk_groups(w), rows = pt->rows;
     const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
@@ -887,6 +936,7 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
     const struct cpu_chunks ch = cpu_chunks_plan(w->ne[1], gb / (size_t)rows, tiles, tile_bytes, task->nth);
     const bool vec = tiles == 1 && !eg;
     bool own = true;
+    const uint8_t *amx_group = NULL; /* whose blocks tl->decoded holds for the AMX kernels */
     for (;;) {
         int64_t g0, g1, t0 = 0, t1 = 1;
         if (vec) {
@@ -910,8 +960,9 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
                 struct pk_tile t = {
                     .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng,
                     .act = tl->act + (size_t)tile * tile_bytes, .ncols = pk_tile_cols(tl, pt, ncols, tile),
-                    .nrows = nrows,
+                    .nrows = nrows, .amx = (struct pk_amx_block *)tl->decoded, .amx_ready = group == amx_group,
                 };
+                amx_group = group;
                 t.dst = pk_tile_dst(tl, dst, tile, pt->max_cols, g * rows, (int)rows, &t.dst_stride);
                 kernel(&t);
                 pk_tile_scatter(tl, dst, tile, pt->max_cols, t.ncols, g * rows, nrows, (int)rows);
@@ -1197,7 +1248,7 @@ static struct pk_expert_work pk_expert_work_of(const struct tensor *dst) {
     const struct tensor node = pk_expert_product(dst, 0);
     const struct tensor *w = node.src[0];
     const int64_t ncols = dst->src[1]->ne[1], k = w->ne[0];
-    const struct pk_type *pt = w->type == GGML_TYPE_F16 ? NULL : pk_type_get(w->type);
+    const struct pk_type *pt = w->type == GGML_TYPE_F16 ? NULL : pk_product_type(w, ncols);
     struct pk_expert_work z = { .max_cols = pt ? pt->max_cols : 1 };
     z.tiles_max = (ncols + z.max_cols - 1) / z.max_cols + dst->op_params[1];
     const size_t slots = (size_t)(z.tiles_max * z.max_cols);

@@ -77,6 +77,9 @@ struct cpu_task;
 /* Whether the fast mode is on: asked for (LLAMAC_MATMUL=fast) and this CPU
  * has its kernels. */
 bool cpu_fast_matmul_active(void);
+/* Whether the fast mode runs its Q4_0 and Q8_0 products of more than one
+ * column on AMX tiles (Intel, not LLAMAC_AMX=0, the kernel permitting). */
+bool cpu_fast_matmul_amx(void);
 /* The fast mode's output for one weight row (Q4_0, Q8_0, Q4_K or Q6_K; k
  * elements) and one activation column quantized to the type's vec_dot_type
  * (Q8_0 blocks; Q8_K for Q4_K and Q6_K). */

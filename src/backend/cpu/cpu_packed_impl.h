@@ -77,7 +77,8 @@
  *   Q4_0, Q5_0, Q8_0, Q4_1, Q5_1: struct pk_act_q8 (80 bytes; its 16-byte
  *     pieces never cross a cache line).
  *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
- *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f; Q4_K in fast mode: struct
+ *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f, or with AMX and more than
+ *     one column struct pk_act_amx, a whole block of a tile; Q4_K in fast mode: struct
  *     pk_act_q8k (its qs, bpairs and d); Q6_K in fast mode: struct
  *     pk_act_q8k6f.
  *   F16 weights: no tiles; the column rounded through F16 (what the
@@ -122,6 +123,32 @@ struct pk_act_q8f {
 };
 _Static_assert(sizeof(struct pk_act_q8f) == 40, "pk_act_q8f record");
 
+/* Fast mode on AMX tiles (products of more than one column, Q4_0 and Q8_0):
+ * tdpbusd multiplies 16 columns' unsigned bytes (a tile of 16 rows x 32:
+ * one block of each column) by the weights' signed bytes (8 rows x 64: the
+ * fast layout's 8 steps of 16 rows, Q4_0 nibbles less 8, Q8_0 less 128),
+ * giving each column's block sums for the 16 rows. One block of a tile of
+ * PK_COLS_AMX columns: column c's quants + 128 (the -128 comes back out
+ * through the weights' sums, pk_amx_block) and its scale; 640 bytes,
+ * PK_COLS_AMX x sizeof(struct pk_act_q8f). */
+#define PK_COLS_AMX 16
+struct pk_act_amx {
+    uint8_t qs[PK_COLS_AMX][32];
+    float d[PK_COLS_AMX];
+    uint8_t pad[64];
+};
+_Static_assert(sizeof(struct pk_act_amx) == PK_COLS_AMX * sizeof(struct pk_act_q8f), "a tile's block of records");
+
+/* One block of a group of 16 rows as the AMX kernels read it, made by the
+ * thread from the packed group before its first tile: the weights signed,
+ * -128 x each row's sum of them (where a column's integer sums start) and
+ * the rows' scales as floats. */
+struct pk_amx_block {
+    int8_t w[8][64];
+    int32_t corr[16];
+    float d[16];
+};
+
 /* One Q8_K block of a column for the k-quant kernels. */
 struct pk_act_q8k {
     int8_t qs[256];
@@ -164,6 +191,10 @@ struct pk_tile {
     int nrows;                 /* rows to store: 1..rows per group x ngroups */
     float *dst;                /* output of the group's first row, first column */
     size_t dst_stride;         /* floats per column of dst */
+    /* AMX kernels: the thread's pk_amx_block for each block of the group,
+     * and whether they already hold this group's (made for an earlier tile) */
+    struct pk_amx_block *amx;
+    bool amx_ready;
 };
 
 /* F16 work items: up to pk_f16_rows(k) rows x PK_F16_COL_BLOCK columns.
@@ -305,6 +336,8 @@ struct pk_kernels {
     pk_iq2_decode_fn iq2_decode;
     pk_iq2_tile_fn iq2;
     pk_iq2_vec_fn iq2_vec; /* NULL without AVX-512 VBMI: generation keeps the row kernels */
+    /* fast mode with AMX (else NULL): Q4_0 and Q8_0 tiles of pk_act_amx columns */
+    pk_tile_fn q4_0_amx, q8_0_amx;
 };
 
 /* The micro-kernels this CPU runs in the given mode, or NULL (cpu_packed_x86.c). */
