@@ -124,7 +124,7 @@ float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const v
 
 /* ---- packed types --------------------------------------------------------------------------- */
 
-enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_AMX, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_AMX, PK_ACT_AMX_K, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
 
 typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
 
@@ -350,13 +350,19 @@ static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
 bool cpu_packed_type(enum ggml_type type) { return pk_quant_kernel(type) != NULL; }
 
 /* The AMX kernel of a product of w with ncols columns, or NULL: fast mode,
- * Q4_0 or Q8_0, more than one column (one column streams its weights
+ * Q4_0, Q8_0, Q4_K or Q6_K, more than one column (one column streams its weights
  * through the AVX-512 kernel: a tile product per block would use one of
  * its 16 rows). */
 static pk_tile_fn pk_amx_kernel(const struct tensor *w, int64_t ncols) {
     const struct pk_kernels *k = pk_kernels();
     if (!k || ncols < 2) return NULL;
-    return w->type == GGML_TYPE_Q4_0 ? k->q4_0_amx : w->type == GGML_TYPE_Q8_0 ? k->q8_0_amx : NULL;
+    switch (w->type) {
+        case GGML_TYPE_Q4_0: return k->q4_0_amx;
+        case GGML_TYPE_Q8_0: return k->q8_0_amx;
+        case GGML_TYPE_Q4_K: return k->q4_K_amx;
+        case GGML_TYPE_Q6_K: return k->q6_K_amx;
+        default: return NULL;
+    }
 }
 
 /* The layout and kernel of a product of w with ncols columns: the type's,
@@ -364,8 +370,17 @@ static pk_tile_fn pk_amx_kernel(const struct tensor *w, int64_t ncols) {
 static const struct pk_type *pk_product_type(const struct tensor *w, int64_t ncols) {
     static const struct pk_type q4_0_amx = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q4_0_fast };
     static const struct pk_type q8_0_amx = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q8_0_fast };
+    static const struct pk_type q4_K_amx = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_AMX_K, PK_COLS_AMX,
+                                             pk_pack_q4_K_fast };
+    static const struct pk_type q6_K_amx = { PK_FAST_ROWS, 256, 288, 3072, PK_ACT_AMX_K, PK_COLS_AMX,
+                                             pk_pack_q6_K_fast };
     if (!pk_amx_kernel(w, ncols)) return pk_type_get(w->type);
-    return w->type == GGML_TYPE_Q4_0 ? &q4_0_amx : &q8_0_amx;
+    switch (w->type) {
+        case GGML_TYPE_Q4_0: return &q4_0_amx;
+        case GGML_TYPE_Q8_0: return &q8_0_amx;
+        case GGML_TYPE_Q4_K: return &q4_K_amx;
+        default: return &q6_K_amx;
+    }
 }
 
 static pk_tile_fn pk_product_kernel(const struct tensor *w, int64_t ncols) {
@@ -557,6 +572,7 @@ static size_t pk_act_record(enum pk_act act) {
         case PK_ACT_Q8: return sizeof(struct pk_act_q8);
         case PK_ACT_Q8F: return sizeof(struct pk_act_q8f);
         case PK_ACT_AMX: return sizeof(struct pk_act_amx) / PK_COLS_AMX;
+        case PK_ACT_AMX_K: return sizeof(struct pk_act_amx_k) / PK_COLS_AMX;
         case PK_ACT_Q8K6F: return sizeof(struct pk_act_q8k6f);
         case PK_ACT_IQ2: return sizeof(struct pk_act_iq2);
         default: return sizeof(struct pk_act_q8k);
@@ -613,6 +629,7 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
         case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_1)); /* the larger */
         case PK_ACT_Q8F: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
         case PK_ACT_AMX: return pk_pad64((size_t)(k / 32) * sizeof(struct pk_amx_block)); /* the larger */
+        case PK_ACT_AMX_K: return pk_pad64((size_t)(k / 256) * sizeof(struct pk_amx_kblock));
         case PK_ACT_IQ2: { /* the quantized row (INIT), then the decoded rows (COMPUTE) */
             const size_t init = pk_pad64((size_t)(k / 256) * sizeof(block_q8_K));
             const size_t compute = (size_t)(PK_IQ2_DECODE_ROWS / PK_IQ2_ROWS * (k / 256)) * PK_IQ2_SB_BYTES;
@@ -746,10 +763,25 @@ static void pk_record_iq2v(const block_q8_K *b, struct pk_act_iq2v *a) {
 /* Blocks [b0, b1) of one column quantized to Q8_K (the trait table's
  * quantizer) as the records of pt's kernels (IQ2: of the matrix-vector
  * kernel when `vec`, pk_iq2_vec_takes). */
+/* A Q8_K block as column `slot` of the K-quant AMX kernels' tile block:
+ * the quants made unsigned. */
+static void pk_record_amx_k(const block_q8_K *b, struct pk_act_amx_k *a, int slot) {
+    for (int c = 0; c < 4; c++) {
+        for (int e = 0; e < 64; e++) a->qs[c][slot][e] = (uint8_t)(b->qs[64 * c + e] + 128);
+    }
+    for (int j = 0; j < 8; j++) a->bpairs[slot][j] = (int16_t)(b->bsums[2 * j] + b->bsums[2 * j + 1]);
+    a->d[slot] = b->d;
+}
+
 static void pk_act_q8k(const float *x, int64_t k, int64_t b0, int64_t b1, block_q8_K *tmp, uint8_t *act,
                        const struct pk_type *pt, int64_t col, bool vec) {
     type_traits_get(GGML_TYPE_Q8_K)->from_float(x + 256 * b0, tmp, 256 * (b1 - b0));
     for (int64_t i = b0; i < b1; i++) {
+        if (pt->act == PK_ACT_AMX_K) {
+            const int64_t slot = col % PK_COLS_AMX;
+            pk_record_amx_k(&tmp[i - b0], (struct pk_act_amx_k *)pk_act_at(act, pt, k / 256, col - slot, i), (int)slot);
+            continue;
+        }
         void *a = pk_act_at(act, pt, k / 256, col, i);
         memset(a, 0, pk_act_record(pt->act));
         switch (pt->act) {
@@ -960,7 +992,8 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
                 struct pk_tile t = {
                     .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng,
                     .act = tl->act + (size_t)tile * tile_bytes, .ncols = pk_tile_cols(tl, pt, ncols, tile),
-                    .nrows = nrows, .amx = (struct pk_amx_block *)tl->decoded, .amx_ready = group == amx_group,
+                    .nrows = nrows, .amx = (struct pk_amx_block *)tl->decoded,
+                    .amx_k = (struct pk_amx_kblock *)tl->decoded, .amx_ready = group == amx_group,
                 };
                 amx_group = group;
                 t.dst = pk_tile_dst(tl, dst, tile, pt->max_cols, g * rows, (int)rows, &t.dst_stride);

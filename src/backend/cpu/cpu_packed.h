@@ -59,7 +59,9 @@
  *     acc  = fmaf(d_w * d_a, (float)isum, acc)
  *
  * (|isum| <= 16 x 128 x 16 x 32 x 128 < 2^31.) cpu_fast_mode_dot is this definition
- * in scalar C; the fast kernels reproduce it bit for bit. The mode is fixed
+ * in scalar C; the fast kernels reproduce it bit for bit (on Intel's AMX
+ * tiles too, which take Q4_0 and Q8_0 products of several columns unless
+ * LLAMAC_AMX=0). The mode is fixed
  * at the first use of this module: the two modes pack differently, and a
  * model holds one packed copy. Other weight types are unaffected (the other
  * packed types keep their exact kernels).

@@ -149,6 +149,34 @@ struct pk_amx_block {
     float d[16];
 };
 
+/* K-quants on AMX tiles (Q4_K, Q6_K; cpu_packed_x86.c, pk_amx_planes): per
+ * super-block, chunk c of 64 elements, one tdpbusd of the columns' quants
+ * + 128 with each of two byte planes of the weights' quants times their
+ * scales. One super-block of a tile of PK_COLS_AMX columns: chunk c of
+ * column n at qs[c][n], the column's scale and (Q4_K's mins) its sub-block
+ * pair sums as pk_act_q8k's bpairs. */
+struct pk_act_amx_k {
+    uint8_t qs[4][PK_COLS_AMX][64];
+    float d[PK_COLS_AMX];
+    int16_t bpairs[PK_COLS_AMX][8];
+    uint8_t pad[64];
+};
+_Static_assert(sizeof(struct pk_act_amx_k) % PK_COLS_AMX == 0 && sizeof(struct pk_act_amx_k) % 64 == 0,
+               "a column's share of the records is whole, the blocks cache-line aligned");
+
+/* One super-block of a group of 16 rows for the K-quant AMX kernels (as
+ * pk_amx_block): for chunk c the two planes' B tiles (row r: elements 64 c
+ * + 4 r ..+3 of the 16 rows), -128 x each row's sum of its quants times
+ * their scales, d and dmin as floats, Q4_K's mins 2 p, 2 p + 1 of each row
+ * as words. */
+struct pk_amx_kblock {
+    int8_t hi[4][16][64];
+    int8_t lo[4][16][64];
+    int32_t corr[16];
+    float d[16], dmin[16];
+    int16_t mins[4][32];
+};
+
 /* One Q8_K block of a column for the k-quant kernels. */
 struct pk_act_q8k {
     int8_t qs[256];
@@ -194,6 +222,7 @@ struct pk_tile {
     /* AMX kernels: the thread's pk_amx_block for each block of the group,
      * and whether they already hold this group's (made for an earlier tile) */
     struct pk_amx_block *amx;
+    struct pk_amx_kblock *amx_k;   /* the same memory, for Q4_K and Q6_K */
     bool amx_ready;
 };
 
@@ -336,8 +365,9 @@ struct pk_kernels {
     pk_iq2_decode_fn iq2_decode;
     pk_iq2_tile_fn iq2;
     pk_iq2_vec_fn iq2_vec; /* NULL without AVX-512 VBMI: generation keeps the row kernels */
-    /* fast mode with AMX (else NULL): Q4_0 and Q8_0 tiles of pk_act_amx columns */
-    pk_tile_fn q4_0_amx, q8_0_amx;
+    /* fast mode with AMX (else NULL): Q4_0 and Q8_0 tiles of pk_act_amx
+     * columns, Q4_K and Q6_K tiles of pk_act_amx_k columns */
+    pk_tile_fn q4_0_amx, q8_0_amx, q4_K_amx, q6_K_amx;
 };
 
 /* The micro-kernels this CPU runs in the given mode, or NULL (cpu_packed_x86.c). */

@@ -22,6 +22,10 @@
  * rows; Q4_0 nibbles unpacked once) feeding every column's independent
  * chain; the float accumulators are the outputs (no reduction).
  *
+ * Fast-mode tiles on AMX (Q4_0, Q8_0, more than one column): per block one
+ * tdpbusd of 16 columns x 16 rows, its int32 sums stored and taken through
+ * the same conversion, multiply and FMA (pk_amx_tile).
+ *
  * Fast-mode k-quants (Q4_K, Q6_K in groups of 16 rows, up to 8 columns):
  * the same chains per 16 elements (Q6_K: per 8, two to a register of word
  * pairs), each scaled by its sub-block's scale into an exact integer sum
@@ -381,9 +385,12 @@ PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
 
 /* ---- fast mode on AMX tiles ---------------------------------------------------------------- */
 
-/* The tiles (palette 1): 0-3 the int32 sums of four blocks in flight (16
- * columns x 16 rows), 4-5 the columns' bytes (16 x 32), 6-7 the weights
- * (8 x 64); even blocks use 4 and 6, odd ones 5 and 7. */
+/* The tile configurations (palette 1). Blocks (Q4_0, Q8_0): tiles 0-3
+ * the int32 sums of four blocks in flight (16 columns x 16 rows), 4-5 the
+ * columns' bytes (16 x 32), 6-7 the weights (8 x 64). K-quants: every
+ * tile 16 x 64 (sums, columns, weight planes). */
+enum pk_amx_config_kind { PK_AMX_CONFIG_NONE, PK_AMX_CONFIG_BLOCKS, PK_AMX_CONFIG_KQ };
+
 struct pk_amx_config {
     uint8_t palette, start_row, reserved[14];
     uint16_t colsb[16];
@@ -392,24 +399,24 @@ struct pk_amx_config {
 _Static_assert(sizeof(struct pk_amx_config) == 64, "ldtilecfg reads 64 bytes");
 
 /* A thread's tile configuration stays loaded once set (nothing else here
- * configures tiles), so each thread loads it once. */
-static _Thread_local bool pk_amx_configured;
+ * configures tiles), so each thread loads one when it changes kind. */
+static _Thread_local enum pk_amx_config_kind pk_amx_loaded;
 
-static void pk_amx_configure(void) {
-    if (pk_amx_configured) return;
+static void pk_amx_configure(enum pk_amx_config_kind kind) {
+    if (pk_amx_loaded == kind) return;
     struct pk_amx_config c;
     memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < 8; i++) {
         c.rows[i] = 16;
         c.colsb[i] = 64;
     }
-    c.rows[4] = c.rows[5] = 16;
-    c.colsb[4] = c.colsb[5] = 32;
-    c.rows[6] = c.rows[7] = 8;
-    c.colsb[6] = c.colsb[7] = 64;
+    if (kind == PK_AMX_CONFIG_BLOCKS) {
+        c.colsb[4] = c.colsb[5] = 32;
+        c.rows[6] = c.rows[7] = 8;
+    }
     __asm__ volatile("ldtilecfg %0" : : "m"(c));
-    pk_amx_configured = true;
+    pk_amx_loaded = kind;
 }
 
 /* The tile instructions as inline assembly (GCC's intrinsics neither order
@@ -453,25 +460,31 @@ PK_FN void pk_amx_prepare(const struct pk_tile *t, const bool q4) {
     }
 }
 
-/* Block i's product into sums tile C: columns into A, weights into B. */
-#define PK_AMX_PRODUCT(i, C, A, B)                     \
-    do {                                               \
-        PK_TILEZERO(C);                                \
-        PK_TILELOAD(A, act[i].qs, 32);                 \
-        PK_TILELOAD(B, blk[i].w, 64);                  \
-        PK_TDPBUSD(C, A, B);                           \
-    } while (0)
+/* A tile's outputs: column n's 16 rows (the group's last rows past
+ * t->nrows masked off). */
+PK_FN void pk_amx_store(const struct pk_tile *t, const __m512 *acc) {
+    const __mmask16 rows = (__mmask16)(t->nrows >= 16 ? 0xFFFF : (1u << t->nrows) - 1);
+    PK_UNROLL
+    for (int n = 0; n < PK_COLS_AMX; n++) {
+        if (n < t->ncols) _mm512_mask_storeu_ps(t->dst + n * t->dst_stride, rows, acc[n]);
+    }
+}
 
-/* A block's sums (column n's 16 rows at sums + 16 n, before the
+/* The column scales of a tile's block, read through dm (columns past
+ * t->ncols as 0, their records not being written) in a partial tile. */
+PK_FN const float *pk_amx_col_scales(const float *d, const bool partial, __mmask16 cols, float *dm) {
+    if (!partial) return d;
+    _mm512_store_ps(dm, _mm512_maskz_loadu_ps(cols, d));
+    return dm;
+}
+
+/* Block u's sums (column n's 16 rows at sums + 16 n, before the
  * correction) into the outputs: cpu_fast_mode_dot's operations, the
- * product of the rows' and the column's scales first. In a partial tile
- * (`partial`: columns past t->ncols, whose records are not written) those
- * columns get scale 0. */
-PK_FN void pk_amx_accumulate(const int32_t *sums, const struct pk_act_amx *a, const struct pk_amx_block *b,
+ * product of the rows' and the column's scales first. */
+PK_FN void pk_amx_block_done(const int32_t *sums, const struct pk_act_amx *a, const struct pk_amx_block *b,
                              const bool partial, __mmask16 cols, __m512 *acc) {
     _Alignas(64) float dm[PK_COLS_AMX];
-    if (partial) _mm512_store_ps(dm, _mm512_maskz_loadu_ps(cols, a->d));
-    const float *d = partial ? dm : a->d;
+    const float *d = pk_amx_col_scales(a->d, partial, cols, dm);
     const __m512 dw = _mm512_load_ps(b->d);
     const __m512i corr = _mm512_load_si512(b->corr);
     PK_UNROLL
@@ -481,12 +494,21 @@ PK_FN void pk_amx_accumulate(const int32_t *sums, const struct pk_act_amx *a, co
     }
 }
 
-/* A group of 16 rows x a tile of up to 16 columns. The tile unit and the
- * vector units work side by side: while block j's sums are accumulated,
- * block j + 1's are stored and block j + 3's product is issued, each tile
- * store a step after its product (Sapphire Rapids, one thread, k = 2048:
- * 15.8 ns a block against 17.9 storing at once and 22 with one block
- * ahead). */
+/* Block u's product into sums tile C: columns into A, weights into B. */
+#define PK_AMX_PRODUCT(u, C, A, B)              \
+    do {                                        \
+        PK_TILEZERO(C);                         \
+        PK_TILELOAD(A, act[u].qs, 32);          \
+        PK_TILELOAD(B, blk[u].w, 64);           \
+        PK_TDPBUSD(C, A, B);                    \
+    } while (0)
+
+/* Q4_0 / Q8_0: a group of 16 rows x a tile of up to 16 columns. The tile
+ * unit and the vector units work side by side: while block u's sums are
+ * taken in, block u + 1's are stored and block u + 3's product is issued,
+ * each tile store a step after its product (Sapphire Rapids, one thread, k
+ * = 2048: 15.8 ns a block against 17.9 storing at once and 22 with one
+ * block ahead). */
 PK_FN void pk_amx_run(const struct pk_tile *t, const bool partial) {
     const struct pk_act_amx *act = (const struct pk_act_amx *)t->act;
     const struct pk_amx_block *blk = t->amx;
@@ -496,45 +518,225 @@ PK_FN void pk_amx_run(const struct pk_tile *t, const bool partial) {
     __m512 acc[PK_COLS_AMX];
     PK_UNROLL
     for (int n = 0; n < PK_COLS_AMX; n++) acc[n] = _mm512_setzero_ps();
-    /* block j in tile j % 4, its operands in 4 + j % 2 and 6 + j % 2 */
+    /* block u in tile u % 4, its operands in 4 + u % 2 and 6 + u % 2 */
     PK_AMX_PRODUCT(0, 0, 4, 6);
     if (nb > 1) PK_AMX_PRODUCT(1, 1, 5, 7);
     PK_TILESTORE(0, sums[0], 64);
     if (nb > 2) PK_AMX_PRODUCT(2, 2, 4, 6);
-    for (int64_t i = 0; i < nb; i += 4) {
-        if (i + 1 < nb) PK_TILESTORE(1, sums[1], 64);
-        if (i + 3 < nb) PK_AMX_PRODUCT(i + 3, 3, 5, 7);
-        pk_amx_accumulate(sums[0], act + i, blk + i, partial, cols, acc);
-        if (i + 1 >= nb) break;
-        if (i + 2 < nb) PK_TILESTORE(2, sums[2], 64);
-        if (i + 4 < nb) PK_AMX_PRODUCT(i + 4, 0, 4, 6);
-        pk_amx_accumulate(sums[1], act + i + 1, blk + i + 1, partial, cols, acc);
-        if (i + 2 >= nb) break;
-        if (i + 3 < nb) PK_TILESTORE(3, sums[3], 64);
-        if (i + 5 < nb) PK_AMX_PRODUCT(i + 5, 1, 5, 7);
-        pk_amx_accumulate(sums[2], act + i + 2, blk + i + 2, partial, cols, acc);
-        if (i + 3 >= nb) break;
-        if (i + 4 < nb) PK_TILESTORE(0, sums[0], 64);
-        if (i + 6 < nb) PK_AMX_PRODUCT(i + 6, 2, 4, 6);
-        pk_amx_accumulate(sums[3], act + i + 3, blk + i + 3, partial, cols, acc);
+    for (int64_t u = 0; u < nb; u += 4) {
+        if (u + 1 < nb) PK_TILESTORE(1, sums[1], 64);
+        if (u + 3 < nb) PK_AMX_PRODUCT(u + 3, 3, 5, 7);
+        pk_amx_block_done(sums[0], act + u, blk + u, partial, cols, acc);
+        if (u + 1 >= nb) break;
+        if (u + 2 < nb) PK_TILESTORE(2, sums[2], 64);
+        if (u + 4 < nb) PK_AMX_PRODUCT(u + 4, 0, 4, 6);
+        pk_amx_block_done(sums[1], act + u + 1, blk + u + 1, partial, cols, acc);
+        if (u + 2 >= nb) break;
+        if (u + 3 < nb) PK_TILESTORE(3, sums[3], 64);
+        if (u + 5 < nb) PK_AMX_PRODUCT(u + 5, 1, 5, 7);
+        pk_amx_block_done(sums[2], act + u + 2, blk + u + 2, partial, cols, acc);
+        if (u + 3 >= nb) break;
+        if (u + 4 < nb) PK_TILESTORE(0, sums[0], 64);
+        if (u + 6 < nb) PK_AMX_PRODUCT(u + 6, 2, 4, 6);
+        pk_amx_block_done(sums[3], act + u + 3, blk + u + 3, partial, cols, acc);
     }
-    const __mmask16 rows = (__mmask16)(t->nrows >= 16 ? 0xFFFF : (1u << t->nrows) - 1);
-    PK_UNROLL
-    for (int n = 0; n < PK_COLS_AMX; n++) {
-        if (n < t->ncols) _mm512_mask_storeu_ps(t->dst + n * t->dst_stride, rows, acc[n]);
-    }
+    pk_amx_store(t, acc);
 }
 #undef PK_AMX_PRODUCT
 
-PK_FN void pk_amx_tile(const struct pk_tile *t, const bool q4) {
-    if (!t->amx_ready) pk_amx_prepare(t, q4);
-    pk_amx_configure();
-    if (t->ncols == PK_COLS_AMX) pk_amx_run(t, false);
-    else pk_amx_run(t, true);
+/* K-quants on AMX (Q4_K, Q6_K). A super-block's integer sum is sum_e a_e
+ * v_e with v_e = the quant (Q6_K: less 32) times its sub-block's scale,
+ * which does not fit a byte; v = hi 2^s + lo with 0 <= lo < 2^s (Q4_K: s
+ * = 5, v <= 945; Q6_K: s = 6, -4064 <= v <= 4096) puts it in two byte
+ * planes, so the whole super-block takes two sums of 4 full tdpbusd (64
+ * elements each) and one pass of vector work, where a product per
+ * sub-block would take 8 (16) stores and integer multiplies. */
+PK_FN void pk_amx_planes(__m512i w, __m512i scw, const bool q6, __m512i *hi, __m512i *lo) {
+    /* w: signed bytes, dword lane = row; scw: the row's scale in both words of its lane */
+    const __m512i ve = _mm512_mullo_epi16(_mm512_srai_epi16(_mm512_slli_epi16(w, 8), 8), scw);
+    const __m512i vo = _mm512_mullo_epi16(_mm512_srai_epi16(w, 8), scw);
+    const __m512i m = _mm512_set1_epi16(q6 ? 63 : 31), byte = _mm512_set1_epi16(0xFF);
+    *lo = _mm512_or_si512(_mm512_and_si512(ve, m), _mm512_slli_epi16(_mm512_and_si512(vo, m), 8));
+    const __m512i he = q6 ? _mm512_srai_epi16(ve, 6) : _mm512_srai_epi16(ve, 5);
+    const __m512i ho = q6 ? _mm512_srai_epi16(vo, 6) : _mm512_srai_epi16(vo, 5);
+    *hi = _mm512_or_si512(_mm512_and_si512(he, byte), _mm512_slli_epi16(ho, 8));
 }
 
-PK_KERNEL void pk_q4_0_amx_tile(const struct pk_tile *t) { pk_amx_tile(t, true); }
-PK_KERNEL void pk_q8_0_amx_tile(const struct pk_tile *t) { pk_amx_tile(t, false); }
+/* A row scale per dword lane (the low byte of each) in both of its words. */
+PK_FN __m512i pk_amx_scale_words(__m512i sc) {
+    return _mm512_or_si512(_mm512_and_si512(sc, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(sc, 16));
+}
+
+/* Stores B row r of chunk c of both planes and adds the row sums of v to *vsum. */
+PK_FN void pk_amx_put_planes(struct pk_amx_kblock *b, int c, int r, __m512i w, __m512i scw, const bool q6,
+                             __m512i *sum_hi, __m512i *sum_lo) {
+    const __m512i ones = _mm512_set1_epi8(1);
+    __m512i hi, lo;
+    pk_amx_planes(w, scw, q6, &hi, &lo);
+    _mm512_store_si512(b->hi[c][r], hi);
+    _mm512_store_si512(b->lo[c][r], lo);
+    *sum_hi = _mm512_dpbusd_epi32(*sum_hi, ones, hi);
+    *sum_lo = _mm512_dpbusd_epi32(*sum_lo, ones, lo);
+}
+
+/* The group's super-blocks as the tiles read them (struct pk_amx_kblock).
+ * B row r of chunk c holds elements 64 c + 4 r ..+3 of the 16 rows: Q4_K
+ * sub-block 2 c + r / 8 (the low or high nibbles of fast step 8 c + r % 8),
+ * Q6_K sub-block 4 c + r / 4, its elements 4 (r % 4) ..+3. */
+PK_FN void pk_amx_prepare_kq(const struct pk_tile *t, const bool q6) {
+    const __m512i m4 = _mm512_set1_epi8(0x0F), m2 = _mm512_set1_epi8(0x03);
+    for (int64_t i = 0; i < t->nb; i++) {
+        struct pk_amx_kblock *b = t->amx_k + i;
+        __m512i sum_hi = _mm512_setzero_si512(), sum_lo = _mm512_setzero_si512();
+        if (q6) {
+            const uint8_t *hdr = t->hdr + 288 * i, *q = t->q + 3072 * i;
+            for (int j = 0; j < 16; j++) {
+                const __m512i scw =
+                    pk_amx_scale_words(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(hdr + 32 + 16 * j))));
+                const uint8_t *z = q + 192 * j;
+                const __m512i hb = _mm512_loadu_si512(z + 128);
+                PK_UNROLL
+                for (int k = 0; k < 4; k++) {
+                    const __m512i nib = _mm512_loadu_si512(z + 64 * (k / 2));
+                    const __m512i low = _mm512_and_si512(k % 2 ? _mm512_srli_epi16(nib, 4) : nib, m4);
+                    __m512i high = hb;
+                    if (k == 1) high = _mm512_srli_epi16(hb, 2);
+                    if (k == 2) high = _mm512_srli_epi16(hb, 4);
+                    if (k == 3) high = _mm512_srli_epi16(hb, 6);
+                    const __m512i quant = _mm512_or_si512(low, _mm512_slli_epi16(_mm512_and_si512(high, m2), 4));
+                    pk_amx_put_planes(b, j / 4, 4 * (j % 4) + k, _mm512_sub_epi8(quant, _mm512_set1_epi8(32)), scw,
+                                      true, &sum_hi, &sum_lo);
+                }
+            }
+            _mm512_store_ps(b->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr)));
+        } else {
+            const uint8_t *hdr = t->hdr + 320 * i, *q = t->q + 2048 * i;
+            for (int j = 0; j < 8; j++) {
+                const __m512i scw =
+                    pk_amx_scale_words(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(hdr + 64 + 16 * j))));
+                PK_UNROLL
+                for (int st = 0; st < 8; st++) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (8 * (j / 2) + st));
+                    const __m512i w = _mm512_and_si512(j % 2 ? _mm512_srli_epi16(z, 4) : z, m4);
+                    pk_amx_put_planes(b, j / 2, 8 * (j % 2) + st, w, scw, false, &sum_hi, &sum_lo);
+                }
+            }
+            _mm512_store_ps(b->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr)));
+            _mm512_store_ps(b->dmin, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hdr + 32))));
+            PK_UNROLL
+            for (int p = 0; p < 4; p++) {
+                _mm512_store_si512(b->mins[p],
+                                   _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 192 + 32 * p))));
+            }
+        }
+        /* -128 x the rows' sums of v = hi 2^s + lo (the columns carry +128) */
+        const __m512i vsum = _mm512_add_epi32(q6 ? _mm512_slli_epi32(sum_hi, 6) : _mm512_slli_epi32(sum_hi, 5), sum_lo);
+        _mm512_store_si512(b->corr, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(vsum, 7)));
+    }
+}
+
+/* Super-block i's products into sums tiles CH (high plane) and CL (low):
+ * for each chunk of 64 elements the columns into tile 4 or 7, the planes
+ * into 5 and 6. */
+#define PK_AMX_KQ_CHUNK(i, c, CH, CL, A)                 \
+    do {                                                 \
+        PK_TILELOAD(A, act_k[i].qs[c], 64);              \
+        PK_TILELOAD(5, blk_k[i].hi[c], 64);              \
+        PK_TDPBUSD(CH, A, 5);                            \
+        PK_TILELOAD(6, blk_k[i].lo[c], 64);              \
+        PK_TDPBUSD(CL, A, 6);                            \
+    } while (0)
+#define PK_AMX_KQ_PRODUCTS(i, CH, CL)                    \
+    do {                                                 \
+        PK_TILEZERO(CH);                                 \
+        PK_TILEZERO(CL);                                 \
+        PK_AMX_KQ_CHUNK(i, 0, CH, CL, 4);                \
+        PK_AMX_KQ_CHUNK(i, 1, CH, CL, 7);                \
+        PK_AMX_KQ_CHUNK(i, 2, CH, CL, 4);                \
+        PK_AMX_KQ_CHUNK(i, 3, CH, CL, 7);                \
+    } while (0)
+
+/* Super-block i's sums into the outputs, as pk_fast_q4_K_gc (the scaled
+ * sum, then the mins') and pk_fast_q6_K_gc do. */
+PK_FN void pk_amx_super_block_done(const int32_t *hi, const int32_t *lo, const struct pk_act_amx_k *a,
+                                   const struct pk_amx_kblock *b, const bool q6, const bool partial, __mmask16 cols,
+                                   __m512 *acc) {
+    _Alignas(64) float dm[PK_COLS_AMX];
+    const float *d = pk_amx_col_scales(a->d, partial, cols, dm);
+    const __m512 dw = _mm512_load_ps(b->d);
+    const __m512i corr = _mm512_load_si512(b->corr);
+    PK_UNROLL
+    for (int n = 0; n < PK_COLS_AMX; n++) {
+        const __m512i h = _mm512_load_si512(hi + 16 * n);
+        const __m512i isum = _mm512_add_epi32(
+            _mm512_add_epi32(q6 ? _mm512_slli_epi32(h, 6) : _mm512_slli_epi32(h, 5), _mm512_load_si512(lo + 16 * n)),
+            corr);
+        const __m512 da = _mm512_set1_ps(d[n]);
+        acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum), acc[n]);
+        if (!q6) {
+            __m512i imin = _mm512_setzero_si512();
+            PK_UNROLL
+            for (int p = 0; p < 4; p++) {
+                int32_t pair;
+                memcpy(&pair, a->bpairs[n] + 2 * p, 4);
+                imin = _mm512_dpwssd_epi32(imin, _mm512_load_si512(b->mins[p]), _mm512_set1_epi32(pair));
+            }
+            acc[n] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_load_ps(b->dmin), da), _mm512_cvtepi32_ps(imin), acc[n]);
+        }
+    }
+}
+
+/* Q4_K / Q6_K: a group of 16 rows x a tile of up to 16 columns, super-block
+ * i + 1's products issued before super-block i's sums are stored and taken
+ * in (tiles 0, 1 for even super-blocks, 2, 3 for odd ones). */
+PK_FN void pk_amx_kq_run(const struct pk_tile *t, const bool q6, const bool partial) {
+    const struct pk_act_amx_k *act_k = (const struct pk_act_amx_k *)t->act;
+    const struct pk_amx_kblock *blk_k = t->amx_k;
+    const int64_t nb = t->nb;
+    const __mmask16 cols = (__mmask16)((1u << t->ncols) - 1);
+    _Alignas(64) int32_t sums[2][2][256];
+    __m512 acc[PK_COLS_AMX];
+    PK_UNROLL
+    for (int n = 0; n < PK_COLS_AMX; n++) acc[n] = _mm512_setzero_ps();
+    PK_AMX_KQ_PRODUCTS(0, 0, 1);
+    for (int64_t i = 0; i < nb; i += 2) {
+        if (i + 1 < nb) PK_AMX_KQ_PRODUCTS(i + 1, 2, 3);
+        PK_TILESTORE(0, sums[0][0], 64);
+        PK_TILESTORE(1, sums[0][1], 64);
+        pk_amx_super_block_done(sums[0][0], sums[0][1], act_k + i, blk_k + i, q6, partial, cols, acc);
+        if (i + 1 >= nb) break;
+        if (i + 2 < nb) PK_AMX_KQ_PRODUCTS(i + 2, 0, 1);
+        PK_TILESTORE(2, sums[1][0], 64);
+        PK_TILESTORE(3, sums[1][1], 64);
+        pk_amx_super_block_done(sums[1][0], sums[1][1], act_k + i + 1, blk_k + i + 1, q6, partial, cols, acc);
+    }
+    pk_amx_store(t, acc);
+}
+#undef PK_AMX_KQ_PRODUCTS
+#undef PK_AMX_KQ_CHUNK
+
+/* kind: Q4_0, Q8_0, Q4_K or Q6_K. */
+PK_FN void pk_amx_tile(const struct pk_tile *t, const enum ggml_type kind) {
+    const bool kq = kind == GGML_TYPE_Q4_K || kind == GGML_TYPE_Q6_K, q6 = kind == GGML_TYPE_Q6_K;
+    if (!t->amx_ready) {
+        if (kq) pk_amx_prepare_kq(t, q6);
+        else pk_amx_prepare(t, kind == GGML_TYPE_Q4_0);
+    }
+    pk_amx_configure(kq ? PK_AMX_CONFIG_KQ : PK_AMX_CONFIG_BLOCKS);
+    const bool partial = t->ncols < PK_COLS_AMX;
+    if (kq) {
+        if (partial) pk_amx_kq_run(t, q6, true);
+        else pk_amx_kq_run(t, q6, false);
+    } else {
+        if (partial) pk_amx_run(t, true);
+        else pk_amx_run(t, false);
+    }
+}
+
+PK_KERNEL void pk_q4_0_amx_tile(const struct pk_tile *t) { pk_amx_tile(t, GGML_TYPE_Q4_0); }
+PK_KERNEL void pk_q8_0_amx_tile(const struct pk_tile *t) { pk_amx_tile(t, GGML_TYPE_Q8_0); }
+PK_KERNEL void pk_q4_K_amx_tile(const struct pk_tile *t) { pk_amx_tile(t, GGML_TYPE_Q4_K); }
+PK_KERNEL void pk_q6_K_amx_tile(const struct pk_tile *t) { pk_amx_tile(t, GGML_TYPE_Q6_K); }
 
 /* Linux gives a process AMX's tile data state (8 KiB more per thread to
  * save) only when it asks, once for all its threads; refused, for example,
@@ -1664,6 +1866,8 @@ const struct pk_kernels *pk_kernels_x86(bool fast) {
     if (fast && f->amx_int8 && pk_amx_permitted()) {
         kernels.q4_0_amx = pk_q4_0_amx_tile;
         kernels.q8_0_amx = pk_q8_0_amx_tile;
+        kernels.q4_K_amx = pk_q4_K_amx_tile;
+        kernels.q6_K_amx = pk_q6_K_amx_tile;
     }
     if (f->avx512vbmi && f->gfni) {
         pk_iq2v_init();
