@@ -10,7 +10,7 @@
  * few long rows, weights
  * quantized from random floats or random quant bytes (every quant value) or
  * at the extremes (the integer sums at their bounds),
- * 1-3 threads; with AMX (Q4_0, Q8_0 products of several columns) or
+ * 1-3 threads; with AMX (the products of several columns) or
  * without (LLAMAC_AMX=0, a second ctest entry). The mode is set here before anything reads it; without its
  * kernels (no AVX-512 VNNI, or LLAMAC_SIMD=scalar) the test is skipped.
  */
@@ -192,9 +192,9 @@ int main(void) {
         test_finish("test_fast_matmul");
         return 77;
     }
-    /* on an AMX machine its kernels take the Q4_0 and Q8_0 products of several
-     * columns; ctest runs this again with LLAMAC_AMX=0 for the AVX-512 ones */
-    printf("  Q4_0/Q8_0 products of several columns on %s\n", cpu_fast_matmul_amx() ? "AMX tiles" : "AVX-512");
+    /* on an AMX machine its kernels take the products of several columns;
+     * ctest runs this again with LLAMAC_AMX=0 for the AVX-512 ones */
+    printf("  products of several columns on %s\n", cpu_fast_matmul_amx() ? "AMX tiles" : "AVX-512");
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {

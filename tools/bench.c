@@ -663,7 +663,7 @@ static void print_md_footer(const struct bench_params *bp, const struct bench_li
     printf("matrix products: %s%s\n",
            cpu_fast_matmul_active() ? "fast mode (LLAMAC_MATMUL=fast: Q4_0/Q8_0/Q4_K/Q6_K within float tolerance of b1892)"
                                     : "exact (b1892's arithmetic)",
-           cpu_fast_matmul_amx() ? "; Q4_0/Q8_0 prompts on AMX tiles" : "");
+           cpu_fast_matmul_amx() ? "; prompts on AMX tiles" : "");
 }
 
 /* ---- options ------------------------------------------------------------------------------ */

@@ -80,7 +80,8 @@
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f, or with AMX and more than
  *     one column struct pk_act_amx, a whole block of a tile; Q4_K in fast mode: struct
  *     pk_act_q8k (its qs, bpairs and d); Q6_K in fast mode: struct
- *     pk_act_q8k6f.
+ *     pk_act_q8k6f; both with AMX and more than one column struct
+ *     pk_act_amx_k, a whole super-block of a tile.
  *   F16 weights: no tiles; the column rounded through F16 (what the
  *     reference dot product reads), as floats.
  */

@@ -22,9 +22,11 @@
  * rows; Q4_0 nibbles unpacked once) feeding every column's independent
  * chain; the float accumulators are the outputs (no reduction).
  *
- * Fast-mode tiles on AMX (Q4_0, Q8_0, more than one column): per block one
- * tdpbusd of 16 columns x 16 rows, its int32 sums stored and taken through
- * the same conversion, multiply and FMA (pk_amx_tile).
+ * Fast-mode tiles on AMX (more than one column, 16 columns x 16 rows): Q4_0
+ * and Q8_0 per block one tdpbusd, its int32 sums stored and taken through
+ * the same conversion, multiply and FMA (pk_amx_run); Q4_K and Q6_K per
+ * super-block 8 tdpbusd over two byte planes of the quants times their
+ * scales, whose sums make the super-block's integer sum (pk_amx_kq_run).
  *
  * Fast-mode k-quants (Q4_K, Q6_K in groups of 16 rows, up to 8 columns):
  * the same chains per 16 elements (Q6_K: per 8, two to a register of word
