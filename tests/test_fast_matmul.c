@@ -235,7 +235,7 @@ int main(void) {
         check_shape(pool, exact[t], 4 * blck, 19, 11, FILL_FLOATS);
     }
     printf("  %zu exactly computed types checked in the fast mode\n", sizeof exact / sizeof exact[0]);
-    static const enum ggml_type moe[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K };
+    static const enum ggml_type moe[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K, GGML_TYPE_Q5_K };
     for (size_t t = 0; t < sizeof moe / sizeof moe[0]; t++) check_mul_mat_id(pool, moe[t]);
     cpu_threadpool_free(pool);
     return test_finish("test_fast_matmul");
