@@ -138,12 +138,6 @@ struct pk_type {
     pk_pack_fn pack;       /* row r's block into the group's block */
 };
 
-static void pk_pack_q4_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
-    const block_q4_0 *b = block;
-    memcpy(hdr + 2 * r, &b->d, 2);
-    memcpy(q + 16 * r, b->qs, 16);
-}
-
 /* A Q5 block's fifth bits: elements 0..15 of row r at 2 r, 16..31 at 8 + 2 r. */
 static void pk_pack_fifth_bits(const uint8_t qh[4], int r, uint8_t *bits) {
     memcpy(bits + 2 * r, qh, 2);
@@ -181,7 +175,8 @@ static void pk_pack_q8_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     }
 }
 
-static void pk_pack_q4_0_fast(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+/* Q4_0 in groups of 16 rows (both modes). */
+static void pk_pack_q4_0_16(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     const block_q4_0 *b = block;
     memcpy(hdr + 2 * r, &b->d, 2);
     for (int j = 0; j < 4; j++) memcpy(q + 64 * j + 4 * r, b->qs + 4 * j, 4);
@@ -293,12 +288,12 @@ static void pk_pack_q6_K_fast(const void *block, int r, uint8_t *hdr, uint8_t *q
 }
 
 static const struct pk_type *pk_type_get(enum ggml_type type) {
-    static const struct pk_type q4_0 = { PK_ROWS, 32, 8, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0 };
+    static const struct pk_type q4_0 = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0_16 };
     static const struct pk_type q8_0 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
     static const struct pk_type q5_0 = { PK_ROWS, 32, 24, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_0 };
     static const struct pk_type q4_1 = { PK_ROWS, 32, 16, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_1 };
     static const struct pk_type q5_1 = { PK_ROWS, 32, 32, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_1 };
-    static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_fast };
+    static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_16 };
     static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_fast };
     static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
     static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
@@ -368,7 +363,7 @@ static pk_tile_fn pk_amx_kernel(const struct tensor *w, int64_t ncols) {
 /* The layout and kernel of a product of w with ncols columns: the type's,
  * or on AMX the same packed groups with pk_act_amx columns. */
 static const struct pk_type *pk_product_type(const struct tensor *w, int64_t ncols) {
-    static const struct pk_type q4_0_amx = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q4_0_fast };
+    static const struct pk_type q4_0_amx = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q4_0_16 };
     static const struct pk_type q8_0_amx = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q8_0_fast };
     static const struct pk_type q4_K_amx = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_AMX_K, PK_COLS_AMX,
                                              pk_pack_q4_K_fast };

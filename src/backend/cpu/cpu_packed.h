@@ -11,8 +11,8 @@
  * once: a 512-bit register holds the lanes of several rows.
  *
  * Packed weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K;
- * on x86-64 with AVX-512 VNNI): rows in groups of 4 (16 in the fast mode,
- * below), each block's rows side by
+ * on x86-64 with AVX-512 VNNI): rows in groups of 4 (16 for Q4_0, and in
+ * the fast mode, below), each block's rows side by
  * side so that one load feeds vpdpbusd without shuffles (see
  * cpu_packed_impl.h). The packed copy lives in anonymous memory (its own, or
  * a model's arena), described by the tensor's `extra`; the file's layout on

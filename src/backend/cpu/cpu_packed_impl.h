@@ -10,16 +10,16 @@
  * consecutive elements of row r, b1892's lane k (elements 0..15 of a 32) or
  * 4 + k (16..31). Halves are the rows' in order (row r at 2 r).
  *
- *   Q4_0  hdr 8: d of rows 0..3.
- *         q 64: row r's 16 quant bytes at 16 r (low nibble element j, high
- *         nibble element 16 + j, as in the file).
+ *   (Q4_0: in groups of 16 in both modes, below.)
  *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, each
  *         quant + 128 (the unsigned operand of vpdpbusd; the activations'
  *         sums take the 128 back out).
  *   Q5_0  hdr 24: d, then the fifth bits of elements 0..15 of rows 0..3 (16
- *         bits a row), then of elements 16..31.  q 64: as Q4_0.
- *   Q4_1  hdr 16: d, then the mins m.  q 64: as Q4_0.
- *   Q5_1  hdr 32: d, m, then the fifth bits as Q5_0's.  q 64: as Q4_0.
+ *         bits a row), then of elements 16..31.  q 64: row r's 16 quant
+ *         bytes at 16 r (low nibble element j, high nibble element 16 + j,
+ *         as in the file).
+ *   Q4_1  hdr 16: d, then the mins m.  q 64: as Q5_0's.
+ *   Q5_1  hdr 32: d, m, then the fifth bits as Q5_0's.  q 64: as Q5_0's.
  *   Q2_K  hdr 80: d[4], the file's scale bytes (4-bit scale | 4-bit min
  *         << 4) as sc[16-group][row] (16 x 4 bytes, where Q6_K has its
  *         scales), dmin[4].  q 256: as Q3_K's first 256. (The file's size.)
@@ -40,9 +40,10 @@
  *         ql[64 n + 16 h ..+15] (chunks 4n, 4n+2), ql[64 n + 32 + 16 h ..]
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
- * Fast mode (LLAMAC_MATMUL=fast, cpu_packed.h) packs Q4_0, Q8_0, Q4_K and
- * Q6_K in groups of PK_FAST_ROWS = 16 rows instead (the other types keep
- * their exact layouts and kernels), for kernels whose 512-bit
+ * Q4_0 in both modes, and in fast mode (LLAMAC_MATMUL=fast, cpu_packed.h)
+ * Q8_0, Q4_K and Q6_K, are packed in groups of PK_FAST_ROWS = 16 rows
+ * instead (in fast mode the other types keep their exact layouts and
+ * kernels), for kernels whose 512-bit
  * registers hold one dword lane per row (dword lane r = 4 consecutive quants of row r), so
  * that one vpdpbusd with 4 activation bytes broadcast to all lanes adds 4
  * products to each of the 16 rows:
