@@ -127,6 +127,20 @@ PK_FN size_t pk_hdr_ahead(const struct pk_tile *t, int G) {
     return ((size_t)G + PK_PREFETCH_BYTES / t->group_bytes) * t->group_bytes;
 }
 
+/* Group g's block i in a kernel call: its quants (returned) and header
+ * (*hdr); when the call streams the weights (one column) both are
+ * prefetched. */
+PK_FN const uint8_t *pk_group_block(const struct pk_tile *t, int g, int64_t i, size_t hbytes, size_t qbytes,
+                                    bool stream, size_t hdr_ahead, const uint8_t **hdr) {
+    const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
+    *hdr = t->hdr + g * t->group_bytes + hbytes * i;
+    if (stream) {
+        pk_prefetch(q, qbytes);
+        pk_prefetch_hdr(*hdr, hbytes, hdr_ahead);
+    }
+    return q;
+}
+
 PK_FN __m512i pk_bcast128(const void *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
 
 /* Row r's hsum_float_8 of lanes lo (0-3) and hi (4-7) for the 4 rows: lane k
@@ -229,9 +243,8 @@ PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const enum pk_lega
         const __m512 dy = _mm512_set1_ps(a->d);
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *q = t->q + g * t->group_bytes + qbytes * i, *hdr = t->hdr + g * t->group_bytes + hbytes * i;
-            pk_prefetch(q, qbytes);
-            pk_prefetch_hdr(hdr, hbytes, hdr_ahead);
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, true, hdr_ahead, &hdr);
             __m512i lo, hi;
             pk_legacy_weights(kind, q, hdr, &lo, &hi);
             const __m512 d = _mm512_mul_ps(pk_row_scales(hdr), dy);
@@ -287,11 +300,8 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST;
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *q = t->q + g * t->group_bytes + qbytes * i, *hdr = t->hdr + g * t->group_bytes + 32 * i;
-            if (C == 1) {
-                pk_prefetch(q, qbytes);
-                pk_prefetch_hdr(hdr, 32, hdr_ahead);
-            }
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, C == 1, hdr_ahead, &hdr);
             /* step by step across the columns: C independent vpdpbusd chains
              * in flight, each step's weights (4 elements of the 16 rows) in
              * one register */
@@ -382,11 +392,8 @@ PK_FN void pk_q40_tile_gc(const struct pk_tile *t, const int G, const int C, con
         const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8 + c0;
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *q = t->q + g * t->group_bytes + 256 * i, *hdr = t->hdr + g * t->group_bytes + 32 * i;
-            if (C == 1) {
-                pk_prefetch(q, 256);
-                pk_prefetch_hdr(hdr, 32, hdr_ahead);
-            }
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, g, i, 32, 256, C == 1, hdr_ahead, &hdr);
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
             __m512 d[PK_Q4_0_COLS];
             PK_UNROLL
@@ -855,11 +862,8 @@ PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
         const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K;
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *hdr = t->hdr + g * t->group_bytes + 320 * i, *q = t->q + g * t->group_bytes + 2048 * i;
-            if (C == 1) {
-                pk_prefetch(q, 2048);
-                pk_prefetch_hdr(hdr, 320, hdr_ahead);
-            }
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, g, i, 320, 2048, C == 1, hdr_ahead, &hdr);
             __m512i isum[PK_COLS_FAST_K];
             PK_UNROLL
             for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
@@ -958,11 +962,8 @@ PK_FN void pk_fast_q6_K_gc(const struct pk_tile *t, const int G, const int C) {
         const struct pk_act_q8k6f *a = (const struct pk_act_q8k6f *)t->act + i * PK_COLS_FAST_K;
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *hdr = t->hdr + g * t->group_bytes + 288 * i, *q = t->q + g * t->group_bytes + 3072 * i;
-            if (C == 1) {
-                pk_prefetch(q, 3072);
-                pk_prefetch_hdr(hdr, 288, hdr_ahead);
-            }
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, g, i, 288, 3072, C == 1, hdr_ahead, &hdr);
             __m512i isum[PK_COLS_FAST_K], ssum = _mm512_setzero_si512();
             PK_UNROLL
             for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
@@ -1066,11 +1067,8 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
     for (int64_t i = 0; i < t->nb; i++) {
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *hdr = t->hdr + g * t->group_bytes + 80 * i, *q = t->q + g * t->group_bytes + qbytes * i;
-            if (C == 1) {
-                pk_prefetch(q, qbytes);
-                pk_prefetch_hdr(hdr, 80, hdr_ahead);
-            }
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, g, i, 80, qbytes, C == 1, hdr_ahead, &hdr);
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
             for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
@@ -1154,11 +1152,8 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
     for (int64_t i = 0; i < t->nb; i++) {
         PK_UNROLL
         for (int g = 0; g < G; g++) {
-            const uint8_t *hdr = t->hdr + g * t->group_bytes + hbytes * i, *q = t->q + g * t->group_bytes + qbytes * i;
-            if (C == 1) {
-                pk_prefetch(q, qbytes);
-                pk_prefetch_hdr(hdr, hbytes, hdr_ahead);
-            }
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, C == 1, hdr_ahead, &hdr);
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
             for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
