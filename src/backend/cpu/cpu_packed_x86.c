@@ -411,18 +411,16 @@ PK_FN void pk_q40_tile_gc(const struct pk_tile *t, const int G, const int C, con
             }
         }
     }
+    __m512 out[PK_Q4_0_COLS];
     PK_UNROLL
-    for (int g = 0; g < G; g++) {
-        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
-        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            const __m512 *l = acc[g * C + c];
-            const __m512 s = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
-                                           _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
-            _mm512_mask_storeu_ps(t->dst + (c0 + c) * t->dst_stride + PK_FAST_ROWS * g, m, s);
-        }
+    for (int gc = 0; gc < G * C; gc++) {
+        const __m512 *l = acc[gc];
+        out[gc] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
+                                _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
     }
+    struct pk_tile from_c0 = *t;
+    from_c0.dst += c0 * t->dst_stride;
+    pk_fast_store(&from_c0, out, G, C);
 }
 
 /* One column: two groups a call when given; more: the tile's columns
@@ -555,16 +553,6 @@ PK_FN void pk_amx_prepare(const struct pk_tile *t, const bool q4) {
     }
 }
 
-/* A tile's outputs: column n's 16 rows (the group's last rows past
- * t->nrows masked off). */
-PK_FN void pk_amx_store(const struct pk_tile *t, const __m512 *acc) {
-    const __mmask16 rows = (__mmask16)(t->nrows >= 16 ? 0xFFFF : (1u << t->nrows) - 1);
-    PK_UNROLL
-    for (int n = 0; n < PK_COLS_AMX; n++) {
-        if (n < t->ncols) _mm512_mask_storeu_ps(t->dst + n * t->dst_stride, rows, acc[n]);
-    }
-}
-
 /* The column scales of a tile's block, read through dm (columns past
  * t->ncols as 0, their records not being written) in a partial tile. */
 PK_FN const float *pk_amx_col_scales(const float *d, const bool partial, __mmask16 cols, float *dm) {
@@ -573,21 +561,45 @@ PK_FN const float *pk_amx_col_scales(const float *d, const bool partial, __mmask
     return dm;
 }
 
-/* Block u's sums (column n's 16 rows at sums + 16 n, before the
- * correction) into the outputs: cpu_fast_mode_dot's operations, the
- * product of the rows' and the column's scales first. */
-PK_FN void pk_amx_block_done(const int32_t *sums, const struct pk_act_amx *a, const struct pk_amx_block *b,
-                             const bool partial, __mmask16 cols, __m512 *acc) {
+/* A tile's integer sums into the outputs: column n's 16 rows at sums + 16 n
+ * (K-quants: the high plane's, the low plane's at lo + 16 n; the sum is hi
+ * 2^s + lo), plus the rows' correction, then cpu_fast_mode_dot's
+ * operations: the product of the rows' scales (row_d) and the column's
+ * (col_d) first, one FMA; Q4_K (mins: the column's bpairs and b's mins and
+ * dmin) then the mins' FMA, as pk_fast_q4_K_gc. */
+PK_FN void pk_amx_sums_done(const int32_t *sums, const int32_t *lo, const bool q6, const float *col_d,
+                            const float *row_d, const int32_t *corr_p, const int16_t (*bpairs)[8],
+                            const struct pk_amx_kblock *mins, const bool partial, __mmask16 cols, __m512 *acc) {
     _Alignas(64) float dm[PK_COLS_AMX];
-    const float *d = pk_amx_col_scales(a->d, partial, cols, dm);
-    const __m512 dw = _mm512_load_ps(b->d);
-    const __m512i corr = _mm512_load_si512(b->corr);
+    const float *d = pk_amx_col_scales(col_d, partial, cols, dm);
+    const __m512 dw = _mm512_load_ps(row_d);
+    const __m512i corr = _mm512_load_si512(corr_p);
     PK_UNROLL
     for (int n = 0; n < PK_COLS_AMX; n++) {
-        const __m512i isum = _mm512_add_epi32(_mm512_load_si512(sums + 16 * n), corr);
-        acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(dw, _mm512_set1_ps(d[n])), _mm512_cvtepi32_ps(isum), acc[n]);
+        __m512i isum = _mm512_load_si512(sums + 16 * n);
+        if (lo) {
+            isum = _mm512_add_epi32(q6 ? _mm512_slli_epi32(isum, 6) : _mm512_slli_epi32(isum, 5),
+                                    _mm512_load_si512(lo + 16 * n));
+        }
+        isum = _mm512_add_epi32(isum, corr);
+        const __m512 da = _mm512_set1_ps(d[n]);
+        acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum), acc[n]);
+        if (mins) {
+            __m512i imin = _mm512_setzero_si512();
+            PK_UNROLL
+            for (int p = 0; p < 4; p++) {
+                int32_t pair;
+                memcpy(&pair, bpairs[n] + 2 * p, 4);
+                imin = _mm512_dpwssd_epi32(imin, _mm512_load_si512(mins->mins[p]), _mm512_set1_epi32(pair));
+            }
+            acc[n] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_load_ps(mins->dmin), da), _mm512_cvtepi32_ps(imin), acc[n]);
+        }
     }
 }
+
+/* Block u's sums, stored to buf, into the outputs. */
+#define PK_AMX_BLOCK_DONE(u, buf) \
+    pk_amx_sums_done(buf, NULL, false, act[u].d, blk[u].d, blk[u].corr, NULL, NULL, partial, cols, acc)
 
 /* Block u's product into sums tile C: columns into A, weights into B. */
 #define PK_AMX_PRODUCT(u, C, A, B)              \
@@ -621,23 +633,24 @@ PK_FN void pk_amx_run(const struct pk_tile *t, const bool partial) {
     for (int64_t u = 0; u < nb; u += 4) {
         if (u + 1 < nb) PK_TILESTORE(1, sums[1], 64);
         if (u + 3 < nb) PK_AMX_PRODUCT(u + 3, 3, 5, 7);
-        pk_amx_block_done(sums[0], act + u, blk + u, partial, cols, acc);
+        PK_AMX_BLOCK_DONE(u, sums[0]);
         if (u + 1 >= nb) break;
         if (u + 2 < nb) PK_TILESTORE(2, sums[2], 64);
         if (u + 4 < nb) PK_AMX_PRODUCT(u + 4, 0, 4, 6);
-        pk_amx_block_done(sums[1], act + u + 1, blk + u + 1, partial, cols, acc);
+        PK_AMX_BLOCK_DONE(u + 1, sums[1]);
         if (u + 2 >= nb) break;
         if (u + 3 < nb) PK_TILESTORE(3, sums[3], 64);
         if (u + 5 < nb) PK_AMX_PRODUCT(u + 5, 1, 5, 7);
-        pk_amx_block_done(sums[2], act + u + 2, blk + u + 2, partial, cols, acc);
+        PK_AMX_BLOCK_DONE(u + 2, sums[2]);
         if (u + 3 >= nb) break;
         if (u + 4 < nb) PK_TILESTORE(0, sums[0], 64);
         if (u + 6 < nb) PK_AMX_PRODUCT(u + 6, 2, 4, 6);
-        pk_amx_block_done(sums[3], act + u + 3, blk + u + 3, partial, cols, acc);
+        PK_AMX_BLOCK_DONE(u + 3, sums[3]);
     }
-    pk_amx_store(t, acc);
+    pk_fast_store(t, acc, 1, t->ncols);
 }
 #undef PK_AMX_PRODUCT
+#undef PK_AMX_BLOCK_DONE
 
 /* K-quants on AMX (Q4_K, Q6_K). A super-block's integer sum is sum_e a_e
  * v_e with v_e = the quant (Q6_K: less 32) times its sub-block's scale,
@@ -751,35 +764,10 @@ PK_FN void pk_amx_prepare_kq(const struct pk_tile *t, const bool q6) {
         PK_AMX_KQ_CHUNK(i, 3, CH, CL, 7);                \
     } while (0)
 
-/* Super-block i's sums into the outputs, as pk_fast_q4_K_gc (the scaled
- * sum, then the mins') and pk_fast_q6_K_gc do. */
-PK_FN void pk_amx_super_block_done(const int32_t *hi, const int32_t *lo, const struct pk_act_amx_k *a,
-                                   const struct pk_amx_kblock *b, const bool q6, const bool partial, __mmask16 cols,
-                                   __m512 *acc) {
-    _Alignas(64) float dm[PK_COLS_AMX];
-    const float *d = pk_amx_col_scales(a->d, partial, cols, dm);
-    const __m512 dw = _mm512_load_ps(b->d);
-    const __m512i corr = _mm512_load_si512(b->corr);
-    PK_UNROLL
-    for (int n = 0; n < PK_COLS_AMX; n++) {
-        const __m512i h = _mm512_load_si512(hi + 16 * n);
-        const __m512i isum = _mm512_add_epi32(
-            _mm512_add_epi32(q6 ? _mm512_slli_epi32(h, 6) : _mm512_slli_epi32(h, 5), _mm512_load_si512(lo + 16 * n)),
-            corr);
-        const __m512 da = _mm512_set1_ps(d[n]);
-        acc[n] = _mm512_fmadd_ps(_mm512_mul_ps(dw, da), _mm512_cvtepi32_ps(isum), acc[n]);
-        if (!q6) {
-            __m512i imin = _mm512_setzero_si512();
-            PK_UNROLL
-            for (int p = 0; p < 4; p++) {
-                int32_t pair;
-                memcpy(&pair, a->bpairs[n] + 2 * p, 4);
-                imin = _mm512_dpwssd_epi32(imin, _mm512_load_si512(b->mins[p]), _mm512_set1_epi32(pair));
-            }
-            acc[n] = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_load_ps(b->dmin), da), _mm512_cvtepi32_ps(imin), acc[n]);
-        }
-    }
-}
+/* Super-block i's sums (high and low plane at buf[0], buf[1]) into the outputs. */
+#define PK_AMX_SUPER_BLOCK_DONE(i, buf)                                                                         \
+    pk_amx_sums_done(buf[0], buf[1], q6, act_k[i].d, blk_k[i].d, blk_k[i].corr, act_k[i].bpairs,               \
+                     q6 ? NULL : blk_k + (i), partial, cols, acc)
 
 /* Q4_K / Q6_K: a group of 16 rows x a tile of up to 16 columns, super-block
  * i + 1's products issued before super-block i's sums are stored and taken
@@ -798,16 +786,17 @@ PK_FN void pk_amx_kq_run(const struct pk_tile *t, const bool q6, const bool part
         if (i + 1 < nb) PK_AMX_KQ_PRODUCTS(i + 1, 2, 3);
         PK_TILESTORE(0, sums[0][0], 64);
         PK_TILESTORE(1, sums[0][1], 64);
-        pk_amx_super_block_done(sums[0][0], sums[0][1], act_k + i, blk_k + i, q6, partial, cols, acc);
+        PK_AMX_SUPER_BLOCK_DONE(i, sums[0]);
         if (i + 1 >= nb) break;
         if (i + 2 < nb) PK_AMX_KQ_PRODUCTS(i + 2, 0, 1);
         PK_TILESTORE(2, sums[1][0], 64);
         PK_TILESTORE(3, sums[1][1], 64);
-        pk_amx_super_block_done(sums[1][0], sums[1][1], act_k + i + 1, blk_k + i + 1, q6, partial, cols, acc);
+        PK_AMX_SUPER_BLOCK_DONE(i + 1, sums[1]);
     }
-    pk_amx_store(t, acc);
+    pk_fast_store(t, acc, 1, t->ncols);
 }
 #undef PK_AMX_KQ_PRODUCTS
+#undef PK_AMX_SUPER_BLOCK_DONE
 #undef PK_AMX_KQ_CHUNK
 
 /* kind: Q4_0, Q8_0, Q4_K or Q6_K. */
