@@ -344,9 +344,9 @@ static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
 
 bool cpu_packed_type(enum ggml_type type) { return pk_quant_kernel(type) != NULL; }
 
-/* The AMX kernel of a product of w with ncols columns, or NULL: fast mode,
- * Q4_0, Q8_0, Q4_K or Q6_K, more than one column (one column streams its weights
- * through the AVX-512 kernel: a tile product per block would use one of
+/* The AMX kernel of a product of w with ncols columns, or NULL: fast
+ * mode, Q4_0, Q8_0, Q4_K or Q6_K, more than one column (one column streams
+ * its weights through the AVX-512 kernel: a tile product would use one of
  * its 16 rows). */
 static pk_tile_fn pk_amx_kernel(const struct tensor *w, int64_t ncols) {
     const struct pk_kernels *k = pk_kernels();
@@ -361,7 +361,8 @@ static pk_tile_fn pk_amx_kernel(const struct tensor *w, int64_t ncols) {
 }
 
 /* The layout and kernel of a product of w with ncols columns: the type's,
- * or on AMX the same packed groups with pk_act_amx columns. */
+ * or on AMX the same packed groups with the AMX kernels' column tiles
+ * (pk_act_amx, pk_act_amx_k). */
 static const struct pk_type *pk_product_type(const struct tensor *w, int64_t ncols) {
     static const struct pk_type q4_0_amx = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q4_0_16 };
     static const struct pk_type q8_0_amx = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q8_0_fast };
