@@ -6,13 +6,14 @@
  * the other packed types keep the reference's bits in this mode; mul_mat_id
  * (one column and several) gives each column its expert's product.
  * Random shapes (rows 1..40: partial 16-row groups, two groups per call with
- * one column; columns 1..20: partial column tiles; k from one block) plus a
- * few long rows, weights
+ * one column; columns 1..20: partial column tiles; k from one block), 100
+ * and 143 columns (the AMX kernels' from 32-96 on), a few long rows; weights
  * quantized from random floats or random quant bytes (every quant value) or
  * at the extremes (the integer sums at their bounds),
- * 1-3 threads; with AMX (the products of several columns) or
- * without (LLAMAC_AMX=0, a second ctest entry). The mode is set here before anything reads it; without its
- * kernels (no AVX-512 VNNI, or LLAMAC_SIMD=scalar) the test is skipped.
+ * 1-3 threads; with AMX (the products of enough columns) or without
+ * (LLAMAC_AMX=0, a second ctest entry). The mode is set here before
+ * anything reads it; without its kernels (no AVX-512 VNNI, or
+ * LLAMAC_SIMD=scalar) the test is skipped.
  */
 #include "test_util.h"
 #include "quant_test_util.h"
@@ -117,11 +118,12 @@ static void check_shape(struct cpu_threadpool *pool, enum ggml_type type, int64_
 
 /* mul_mat_id in the fast mode (experts in its layouts; one column shares
  * the selected expert's rows among the threads, more columns are grouped
- * by expert into tiles: with 30, expert 0 has none and the others several
- * tiles): each column the mode's product with its expert. */
+ * by expert into tiles: with 30 and 200, expert 0 has none and the others
+ * several tiles, with 200 enough columns for AMX): each column the mode's
+ * product with its expert. */
 static void check_mul_mat_id(struct cpu_threadpool *pool, enum ggml_type type) {
     enum { N_AS = 3, K = 512, ROWS = 45 };
-    static const int64_t col_counts[] = { 1, 7, 30 };
+    static const int64_t col_counts[] = { 1, 7, 30, 200 };
     for (size_t n = 0; n < sizeof col_counts / sizeof col_counts[0]; n++) {
         const int64_t cols = col_counts[n];
         struct tensor_ctx *ctx = tensor_ctx_new(32, 8 << 20);
@@ -192,9 +194,9 @@ int main(void) {
         test_finish("test_fast_matmul");
         return 77;
     }
-    /* on an AMX machine its kernels take the products of several columns;
+    /* on an AMX machine its kernels take the products of enough columns;
      * ctest runs this again with LLAMAC_AMX=0 for the AVX-512 ones */
-    printf("  products of several columns on %s\n", cpu_fast_matmul_amx() ? "AMX tiles" : "AVX-512");
+    printf("  products of many columns on %s\n", cpu_fast_matmul_amx() ? "AMX tiles" : "AVX-512");
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
@@ -216,6 +218,10 @@ int main(void) {
             check_shape(pool, types[t], k, rows, cols, s % 2 == 0 ? FILL_BYTES : FILL_FLOATS);
             n++;
         }
+        /* enough columns for the AMX kernels (from 32 to 96 by type), partial tiles */
+        check_shape(pool, types[t], 3 * blck, 37, 100, FILL_BYTES);
+        check_shape(pool, types[t], 5 * blck, 16, 143, FILL_FLOATS);
+        n += 2;
         /* long rows: large integer sums, many blocks */
         check_shape(pool, types[t], 2048, 37, 1, FILL_BYTES);
         check_shape(pool, types[t], blck == 32 ? 5632 : 5376, 19, 11, FILL_BYTES);

@@ -60,7 +60,7 @@
  *
  * (|isum| <= 16 x 128 x 16 x 32 x 128 < 2^31.) cpu_fast_mode_dot is this definition
  * in scalar C; the fast kernels reproduce it bit for bit (on Intel's AMX
- * tiles too, which take these types' products of several columns unless
+ * tiles too, which take these types' products of many columns unless
  * LLAMAC_AMX=0). The mode is fixed
  * at the first use of this module: the two modes pack differently, and a
  * model holds one packed copy. Other weight types are unaffected (the other
@@ -79,8 +79,8 @@ struct cpu_task;
 /* Whether the fast mode is on: asked for (LLAMAC_MATMUL=fast) and this CPU
  * has its kernels. */
 bool cpu_fast_matmul_active(void);
-/* Whether the fast mode runs its products of more than one column on AMX
- * tiles (Intel, not LLAMAC_AMX=0, the kernel permitting). */
+/* Whether the fast mode runs its products of many columns on AMX tiles
+ * (Intel, not LLAMAC_AMX=0, the kernel permitting). */
 bool cpu_fast_matmul_amx(void);
 /* The fast mode's output for one weight row (Q4_0, Q8_0, Q4_K or Q6_K; k
  * elements) and one activation column quantized to the type's vec_dot_type

@@ -78,10 +78,10 @@
  *   Q4_0, Q5_0, Q8_0, Q4_1, Q5_1: struct pk_act_q8 (80 bytes; its 16-byte
  *     pieces never cross a cache line).
  *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
- *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f, or with AMX and more than
- *     one column struct pk_act_amx, a whole block of a tile; Q4_K in fast mode: struct
- *     pk_act_q8k (its qs, bpairs and d); Q6_K in fast mode: struct
- *     pk_act_q8k6f; both with AMX and more than one column struct
+ *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f, or with AMX and many
+ *     columns (pk_amx_kernel) struct pk_act_amx, a whole block of a tile;
+ *     Q4_K in fast mode: struct pk_act_q8k (its qs, bpairs and d); Q6_K in
+ *     fast mode: struct pk_act_q8k6f; both with AMX and many columns struct
  *     pk_act_amx_k, a whole super-block of a tile.
  *   F16 weights: no tiles; the column rounded through F16 (what the
  *     reference dot product reads), as floats.
@@ -125,7 +125,7 @@ struct pk_act_q8f {
 };
 _Static_assert(sizeof(struct pk_act_q8f) == 40, "pk_act_q8f record");
 
-/* Fast mode on AMX tiles (products of more than one column, Q4_0 and Q8_0):
+/* Fast mode on AMX tiles (products of many columns, Q4_0 and Q8_0):
  * tdpbusd multiplies 16 columns' unsigned bytes (a tile of 16 rows x 32:
  * one block of each column) by the weights' signed bytes (8 rows x 64: the
  * fast layout's 8 steps of 16 rows, Q4_0 nibbles less 8, Q8_0 less 128),

@@ -28,7 +28,7 @@
  * rows; Q4_0 nibbles unpacked once) feeding every column's independent
  * chain; the float accumulators are the outputs (no reduction).
  *
- * Fast-mode tiles on AMX (more than one column, 16 columns x 16 rows): Q4_0
+ * Fast-mode tiles on AMX (32-96 columns or more, 16 columns x 16 rows): Q4_0
  * and Q8_0 per block one tdpbusd, its int32 sums stored and taken through
  * the same conversion, multiply and FMA (pk_amx_run); Q4_K and Q6_K per
  * super-block 8 tdpbusd over two byte planes of the quants times their
