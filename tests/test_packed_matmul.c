@@ -71,7 +71,18 @@ static int g_thread_counts[4] = { 1, 2, 3 }, g_n_thread_counts = 3;
 
 /* Whether IQ2 matrix-vector products have their kernel (AVX-512 VBMI and GFNI). */
 static bool iq2_vec_kernel(void) {
-    return cpu_packed_f16_available(32) && cpu_features_get()->avx512vbmi && cpu_features_get()->gfni;
+    return cpu_packed_iq2_available() && cpu_features_get()->avx512vbmi && cpu_features_get()->gfni;
+}
+
+/* Whether products of `type` (k elements a row) have this machine's
+ * kernels: a packed type, F16 rows, IQ2 (more than one column, or one with
+ * the vector kernel). */
+static bool has_kernels(enum ggml_type type, int64_t k, int64_t ncols) {
+    if (type == GGML_TYPE_F16) return cpu_packed_f16_available(k);
+    if (type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS) {
+        return cpu_packed_iq2_available() && (ncols > 1 || iq2_vec_kernel());
+    }
+    return cpu_packed_type(type);
 }
 
 /* Products check_product saw take the fast path (cpu_fast_mul_mat_applies). */
@@ -139,7 +150,7 @@ static void check_type(struct cpu_threadpool *pool, enum ggml_type type) {
     /* IQ2 products are read in place, not packed: with more than one column
      * decoded per work item, with one by the VBMI kernel where the CPU has it */
     const bool iq2 = type == GGML_TYPE_IQ2_XXS || type == GGML_TYPE_IQ2_XS;
-    if (iq2 && cpu_packed_f16_available(32)) {
+    if (iq2 && cpu_packed_iq2_available()) {
         CHECK(g_fast_products > fast_before);
         if (iq2_vec_kernel()) CHECK(g_fast_products - fast_before == n_checked);
     }
@@ -172,8 +183,7 @@ static void check_mul_mat_id(struct cpu_threadpool *pool) {
             struct graph *g = graph_new(ctx, 8);
             CHECK(graph_build_forward(g, out));
             /* the packed path wherever it runs */
-            const bool columns_only = types[i] == GGML_TYPE_IQ2_XXS && !iq2_vec_kernel();
-            CHECK(cpu_fast_mul_mat_id_applies(out) == (cpu_packed_f16_available(512) && (!columns_only || ncols > 1)));
+            CHECK(cpu_fast_mul_mat_id_applies(out) == has_kernels(types[i], 512, ncols));
             int bad = 0;
             for (int32_t e = 0; e < N_AS; e++) {
                 for (int64_t c = 0; c < ncols; c++) {
@@ -373,7 +383,7 @@ static void check_f16_experts_wide(struct cpu_threadpool *pool) {
     struct tensor *out = op_mul_mat_id(ctx, as, N_AS, ids, 0, x);
     struct graph *g = graph_new(ctx, 8);
     CHECK(graph_build_forward(g, out));
-    CHECK(cpu_fast_mul_mat_id_applies(out) == cpu_packed_f16_available(K));
+    CHECK(cpu_fast_mul_mat_id_applies(out) == has_kernels(GGML_TYPE_F16, K, NCOLS));
     int bad = 0;
     for (int t = 0; t < g_n_thread_counts; t++) {
         memset(out->data, 0xff, tensor_nbytes(out));
@@ -424,7 +434,7 @@ static void check_f16_scratch_bound(void) {
 /* A packed weight (an F16 one: copied) whose data moved (LoRA copies it)
  * must not use the stale copy. */
 static void check_stale(struct cpu_threadpool *pool, enum ggml_type type) {
-    if (!(type == GGML_TYPE_F16 ? cpu_packed_f16_available(32) : cpu_packed_type(type))) return;
+    if (!has_kernels(type, 64, 1)) return;
     struct tensor_ctx *ctx = tensor_ctx_new(16, 8 << 20);
     struct tensor *w = tensor_new_2d(ctx, type, 64, 8);
     struct tensor *w2 = tensor_new_2d(ctx, type, 64, 8);

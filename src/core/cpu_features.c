@@ -75,6 +75,12 @@ static void init_features(void) {
         g_features.force_scalar = true;
         return;
     }
+    if (env && strcmp(env, "avx2") == 0) {
+        /* as a CPU with AVX2, FMA and F16C but none of the later sets (tests run those kernels anywhere) */
+        struct cpu_features *f = &g_features;
+        f->avx512f = f->avx512bw = f->avx512vl = f->avx512dq = f->avx512vbmi = f->avx512vnni = false;
+        f->avx512bf16 = f->gfni = f->avx_vnni = f->amx_int8 = false;
+    }
     const char *matmul = getenv("LLAMAC_MATMUL");
     g_features.fast_matmul = matmul && strcmp(matmul, "fast") == 0;
     const char *amx = getenv("LLAMAC_AMX");

@@ -2,7 +2,9 @@
  * What the CPU we run on can do, read once from CPUID (x86-64) or fixed at
  * build time (aarch64). Kernels are picked from this at run time, so one
  * binary runs on any x86-64. Setting LLAMAC_SIMD=scalar in the environment
- * disables every SIMD path (tests use it to run the reference kernels).
+ * disables every SIMD path (tests use it to run the reference kernels);
+ * LLAMAC_SIMD=avx2 hides every set after AVX2 + FMA + F16C (AVX-512,
+ * AVX-VNNI, GFNI, AMX), so that a machine with them runs the AVX2 kernels.
  * LLAMAC_MATMUL=fast selects the fast matrix-product mode for Q4_0, Q8_0,
  * Q4_K and Q6_K weights (backend/cpu/cpu_packed.h; results within float tolerance of
  * b1892's, not bit for bit); it must be set before the first call, since

@@ -43,7 +43,7 @@ static pthread_once_t g_kernels_once = PTHREAD_ONCE_INIT;
 static void pk_kernels_init(void) {
     const struct cpu_features *f = cpu_features_get();
     g_kernels = f->force_scalar ? NULL : pk_kernels_x86(f->fast_matmul);
-    g_fast = g_kernels && f->fast_matmul;
+    g_fast = g_kernels && g_kernels->fast && f->fast_matmul;
 }
 
 static const struct pk_kernels *pk_kernels(void) {
@@ -124,7 +124,7 @@ float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const v
 
 /* ---- packed types --------------------------------------------------------------------------- */
 
-enum pk_act { PK_ACT_Q8, PK_ACT_Q8F, PK_ACT_AMX, PK_ACT_AMX_K, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8X, PK_ACT_Q8F, PK_ACT_AMX, PK_ACT_AMX_K, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
 
 typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
 
@@ -136,6 +136,8 @@ struct pk_type {
     enum pk_act act;
     int max_cols;          /* the kernel's column tile */
     pk_pack_fn pack;       /* row r's block into the group's block */
+    int bias;              /* what the packed quants carry over the file's (unsigned: Q4_0 8, Q5_0 16,
+                            * Q8_0 128), which the activations' corrections take back out */
 };
 
 /* A Q5 block's fifth bits: elements 0..15 of row r at 2 r, 16..31 at 8 + 2 r. */
@@ -164,6 +166,21 @@ static void pk_pack_q5_1(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     memcpy(hdr + 8 + 2 * r, &b->m, 2);
     pk_pack_fifth_bits(b->qh, r, hdr + 16);
     memcpy(q + 16 * r, b->qs, 16);
+}
+
+/* Q4_0 in groups of 4 rows (AVX2): the file's nibbles. */
+static void pk_pack_q4_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q4_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(q + 16 * r, b->qs, 16);
+}
+
+/* Q8_0 for AVX2: signed, as in the file. */
+static void pk_pack_q8_0_signed(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+    const block_q8_0 *b = block;
+    memcpy(hdr + 2 * r, &b->d, 2);
+    memcpy(q + 16 * r, b->qs, 16);
+    memcpy(q + 64 + 16 * r, b->qs + 16, 16);
 }
 
 static void pk_pack_q8_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
@@ -288,28 +305,32 @@ static void pk_pack_q6_K_fast(const void *block, int r, uint8_t *hdr, uint8_t *q
 }
 
 static const struct pk_type *pk_type_get(enum ggml_type type) {
-    static const struct pk_type q4_0 = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0_16 };
-    static const struct pk_type q8_0 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0 };
-    static const struct pk_type q5_0 = { PK_ROWS, 32, 24, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_0 };
-    static const struct pk_type q4_1 = { PK_ROWS, 32, 16, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_1 };
-    static const struct pk_type q5_1 = { PK_ROWS, 32, 32, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_1 };
-    static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_16 };
-    static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_fast };
-    static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K };
+    static const struct pk_type q4_0 = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0_16, 8 };
+    static const struct pk_type q8_0 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0, 128 };
+    static const struct pk_type q4_0_avx2 = { PK_ROWS, 32, 8, 64, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q4_0, 8 };
+    static const struct pk_type q8_0_avx2 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q8_0_signed, 0 };
+    static const struct pk_type q5_0 = { PK_ROWS, 32, 24, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_0, 16 };
+    static const struct pk_type q4_1 = { PK_ROWS, 32, 16, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_1, 0 };
+    static const struct pk_type q5_1 = { PK_ROWS, 32, 32, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_1, 0 };
+    static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_16, 8 };
+    static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_fast,
+                                              128 };
+    static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K, 0 };
     static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
-                                              pk_pack_q4_K_fast };
-    static const struct pk_type q2_K = { PK_ROWS, 256, 80, 256, PK_ACT_Q8K, PK_COLS_K, pk_pack_q2_K };
-    static const struct pk_type q3_K = { PK_ROWS, 256, 72, 384, PK_ACT_Q8K, PK_COLS_K, pk_pack_q3_K };
-    static const struct pk_type q5_K = { PK_ROWS, 256, 80, 640, PK_ACT_Q8K, PK_COLS_K, pk_pack_q5_K };
-    static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K };
+                                              pk_pack_q4_K_fast, 0 };
+    static const struct pk_type q2_K = { PK_ROWS, 256, 80, 256, PK_ACT_Q8K, PK_COLS_K, pk_pack_q2_K, 0 };
+    static const struct pk_type q3_K = { PK_ROWS, 256, 72, 384, PK_ACT_Q8K, PK_COLS_K, pk_pack_q3_K, 0 };
+    static const struct pk_type q5_K = { PK_ROWS, 256, 80, 640, PK_ACT_Q8K, PK_COLS_K, pk_pack_q5_K, 0 };
+    static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K, 0 };
     static const struct pk_type q6_K_fast = { PK_FAST_ROWS, 256, 288, 3072, PK_ACT_Q8K6F, PK_COLS_FAST_K,
-                                              pk_pack_q6_K_fast };
+                                              pk_pack_q6_K_fast, 0 };
     /* not packed: decoded per work item (pk_iq2_compute) */
-    static const struct pk_type iq2 = { PK_IQ2_ROWS, 256, 0, 0, PK_ACT_IQ2, PK_COLS_IQ2, NULL };
+    static const struct pk_type iq2 = { PK_IQ2_ROWS, 256, 0, 0, PK_ACT_IQ2, PK_COLS_IQ2, NULL, 0 };
     const bool fast = cpu_fast_matmul_active();
+    const bool avx2 = pk_kernels() && pk_kernels()->isa == PK_ISA_AVX2;
     switch (type) {
-        case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : &q4_0;
-        case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : &q8_0;
+        case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : avx2 ? &q4_0_avx2 : &q4_0;
+        case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : avx2 ? &q8_0_avx2 : &q8_0;
         case GGML_TYPE_Q5_0: return &q5_0;
         case GGML_TYPE_Q4_1: return &q4_1;
         case GGML_TYPE_Q5_1: return &q5_1;
@@ -344,6 +365,8 @@ static pk_tile_fn pk_quant_kernel(enum ggml_type type) {
 
 bool cpu_packed_type(enum ggml_type type) { return pk_quant_kernel(type) != NULL; }
 
+bool cpu_packed_iq2_available(void) { return pk_kernels() && pk_kernels()->iq2; }
+
 /* The AMX kernel of a product of w with ncols columns, or NULL: fast
  * mode, Q4_0, Q8_0, Q4_K or Q6_K, and enough columns. A thread makes each
  * group's blocks over before its tiles (pk_amx_prepare*), which the AVX-512
@@ -369,12 +392,14 @@ static pk_tile_fn pk_amx_kernel(const struct tensor *w, int64_t ncols) {
  * or on AMX the same packed groups with the AMX kernels' column tiles
  * (pk_act_amx, pk_act_amx_k). */
 static const struct pk_type *pk_product_type(const struct tensor *w, int64_t ncols) {
-    static const struct pk_type q4_0_amx = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q4_0_16 };
-    static const struct pk_type q8_0_amx = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q8_0_fast };
+    /* (the AMX records carry no corrections: the bias comes out through the weights' sums) */
+    static const struct pk_type q4_0_amx = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q4_0_16, 8 };
+    static const struct pk_type q8_0_amx = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q8_0_fast,
+                                             128 };
     static const struct pk_type q4_K_amx = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_AMX_K, PK_COLS_AMX,
-                                             pk_pack_q4_K_fast };
+                                             pk_pack_q4_K_fast, 0 };
     static const struct pk_type q6_K_amx = { PK_FAST_ROWS, 256, 288, 3072, PK_ACT_AMX_K, PK_COLS_AMX,
-                                             pk_pack_q6_K_fast };
+                                             pk_pack_q6_K_fast, 0 };
     if (!pk_amx_kernel(w, ncols)) return pk_type_get(w->type);
     switch (w->type) {
         case GGML_TYPE_Q4_0: return &q4_0_amx;
@@ -410,7 +435,7 @@ static size_t pk_group_bytes(const struct pk_type *pt, int64_t nb) {
  * slower than from the copy's huge pages (tg 64 on the TinyLlama-shaped F16
  * model, 2 threads, in a KVM guest: 11.4-12.1 -> 18.5-19.0 t/s). */
 static bool pk_f16_copied(const struct tensor *w) {
-    return w->type == GGML_TYPE_F16 && w->ne[0] % 32 == 0 && pk_kernels();
+    return w->type == GGML_TYPE_F16 && w->ne[0] % 32 == 0 && pk_kernels() && pk_kernels()->f16;
 }
 
 size_t cpu_repack_size(const struct tensor *w) {
@@ -535,7 +560,7 @@ static enum pk_kind pk_kind_of(const struct tensor *dst) {
     if (dst->type != GGML_TYPE_F32 || !tensor_is_contiguous(dst)) return PK_NONE;
     if (dst->op_params[0] != MUL_MAT_ORDER_REFERENCE && dst->op_params[0] != MUL_MAT_ORDER_ANY) return PK_NONE;
     if (w->type == GGML_TYPE_F16) {
-        return w->nb[0] == sizeof(fp16_t) && w->ne[0] % 32 == 0 ? PK_F16 : PK_NONE;
+        return w->nb[0] == sizeof(fp16_t) && w->ne[0] % 32 == 0 && pk_kernels()->f16 ? PK_F16 : PK_NONE;
     }
     if (w->type == GGML_TYPE_IQ2_XXS || w->type == GGML_TYPE_IQ2_XS) {
         /* one column (generation) needs the VBMI kernel; without it the row kernels' vec_dot is as
@@ -543,7 +568,7 @@ static enum pk_kind pk_kind_of(const struct tensor *dst) {
          * with one gather per 8 grid words: 3.8) */
         const bool shape = w->ne[2] == 1 && w->ne[3] == 1 && x->ne[2] == 1 && x->ne[3] == 1 &&
                            (x->ne[1] > 1 || pk_kernels()->iq2_vec);
-        return shape && tensor_is_contiguous(w) && pk_kernels()->iq2 ? PK_IQ2 : PK_NONE;
+        return shape && tensor_is_contiguous(w) && cpu_packed_iq2_available() ? PK_IQ2 : PK_NONE;
     }
     return pk_quant_kernel(w->type) && cpu_packed_current(w) ? PK_QUANT : PK_NONE;
 }
@@ -571,6 +596,7 @@ static enum pk_act pk_act_of(const struct tensor *dst) {
 static size_t pk_act_record(enum pk_act act) {
     switch (act) {
         case PK_ACT_Q8: return sizeof(struct pk_act_q8);
+        case PK_ACT_Q8X: return sizeof(struct pk_act_q8x);
         case PK_ACT_Q8F: return sizeof(struct pk_act_q8f);
         case PK_ACT_AMX: return sizeof(struct pk_act_amx) / PK_COLS_AMX;
         case PK_ACT_AMX_K: return sizeof(struct pk_act_amx_k) / PK_COLS_AMX;
@@ -627,7 +653,8 @@ static size_t pk_scratch_bytes(const struct tensor *dst) {
             const size_t compute = pk_pad64(pk_f16_scratch_floats(k) * sizeof(float));
             return init > compute ? init : compute;
         }
-        case PK_ACT_Q8: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_1)); /* the larger */
+        case PK_ACT_Q8:
+        case PK_ACT_Q8X: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_1)); /* the larger */
         case PK_ACT_Q8F: return pk_pad64((size_t)(k / 32) * sizeof(block_q8_0));
         case PK_ACT_AMX: return pk_pad64((size_t)(k / 32) * sizeof(struct pk_amx_block)); /* the larger */
         case PK_ACT_AMX_K: return pk_pad64((size_t)(k / 256) * sizeof(struct pk_amx_kblock));
@@ -660,27 +687,41 @@ static uint8_t *pk_act_at(uint8_t *act, const struct pk_type *pt, int64_t nb, in
 }
 
 /* Blocks [b0, b1) of one column as Q8_0 records (the trait table's Q8_0
- * activation quantizer; a block's record depends on its elements only). */
+ * activation quantizer; a block's record depends on its elements only),
+ * pk_act_q8 or (AVX2) pk_act_q8x. */
 static void pk_act_q8(const float *x, int64_t k, int64_t b0, int64_t b1, int bias, bool q8_1, void *tmp,
                       uint8_t *act, const struct pk_type *pt, int64_t col) {
     type_traits_get(q8_1 ? GGML_TYPE_Q8_1 : GGML_TYPE_Q8_0)->from_float(x + 32 * b0, tmp, 32 * (b1 - b0));
     for (int64_t i = b0; i < b1; i++) {
-        struct pk_act_q8 *a = (struct pk_act_q8 *)pk_act_at(act, pt, k / 32, col, i);
-        memset(a, 0, sizeof *a);
+        struct pk_act_q8 a;
+        memset(&a, 0, sizeof a);
         if (q8_1) {
             const block_q8_1 *b = (const block_q8_1 *)tmp + (i - b0);
-            memcpy(a->qs, b->qs, 32);
-            a->d = b->d;
-            a->s = b->s;
+            memcpy(a.qs, b->qs, 32);
+            a.d = b->d;
+            a.s = b->s;
         } else {
             const block_q8_0 *b = (const block_q8_0 *)tmp + (i - b0);
-            memcpy(a->qs, b->qs, 32);
-            a->d = fp16_to_fp32(b->d);
+            memcpy(a.qs, b->qs, 32);
+            a.d = fp16_to_fp32(b->d);
         }
         for (int l = 0; l < 8; l++) {
-            const int8_t *q = a->qs + 4 * l;
-            a->corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
+            const int8_t *q = a.qs + 4 * l;
+            a.corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
         }
+        uint8_t *at = pk_act_at(act, pt, k / 32, col, i);
+        if (pt->act == PK_ACT_Q8) {
+            memcpy(at, &a, sizeof a);
+            continue;
+        }
+        struct pk_act_q8x *ax = (struct pk_act_q8x *)at;
+        for (int h = 0; h < 2; h++) {
+            for (int r = 0; r < 2; r++) {
+                memcpy(ax->qs[h] + 16 * r, a.qs + 16 * h, 16);
+                memcpy(ax->corr[h] + 4 * r, a.corr + 4 * h, 4 * sizeof(int32_t));
+            }
+        }
+        for (int l = 0; l < 8; l++) ax->d[l] = a.d;
     }
 }
 
@@ -829,15 +870,11 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
             type_traits_get(GGML_TYPE_F16)->to_float(scratch, (float *)act + slot * pk_f16_stride(k) + e0, n);
             continue;
         }
-        const int bias = w->type == GGML_TYPE_Q4_0   ? 8
-                         : w->type == GGML_TYPE_Q5_0 ? 16
-                         : w->type == GGML_TYPE_Q8_0 ? 128
-                                                     : 0; /* Q4_1, Q5_1: unsigned quants, the mins apart */
-        if (pt->act == PK_ACT_Q8) {
+        if (pt->act == PK_ACT_Q8 || pt->act == PK_ACT_Q8X) {
             const bool q8_1 = type_traits_get(w->type)->vec_dot_type == GGML_TYPE_Q8_1;
-            pk_act_q8(src, k, b0, b1, bias, q8_1, scratch, act, pt, slot);
+            pk_act_q8(src, k, b0, b1, pt->bias, q8_1, scratch, act, pt, slot);
         } else if (pt->act == PK_ACT_Q8F) {
-            pk_act_q8f(src, k, b0, b1, bias, scratch, act, pt, slot);
+            pk_act_q8f(src, k, b0, b1, pt->bias, scratch, act, pt, slot);
         } else if (pt->act == PK_ACT_AMX) {
             pk_act_amx(src, k, b0, b1, scratch, act, pt, slot);
         } else {
@@ -1190,7 +1227,7 @@ static void pk_f16_experts_compute(const struct cpu_task *task, struct tensor *d
     }
 }
 
-bool cpu_packed_f16_available(int64_t k) { return pk_kernels() && k % 32 == 0; }
+bool cpu_packed_f16_available(int64_t k) { return pk_kernels() && pk_kernels()->f16 && k % 32 == 0; }
 size_t cpu_packed_f16_col_stride(int64_t k) { return pk_f16_stride(k); }
 size_t cpu_packed_f16_scratch_floats(int64_t k) {
     /* Not monotonic in k: a shorter k may take more rows per item

@@ -89,6 +89,9 @@ float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const v
 
 /* Whether weights of `type` are packed on this CPU. */
 bool cpu_packed_type(enum ggml_type type);
+/* Whether IQ2_XXS / IQ2_XS products of more than one column (which keep no
+ * packed copy) have kernels on this CPU. */
+bool cpu_packed_iq2_available(void);
 /* Bytes of w's packed copy (0 when w is not packed: type, shape, or CPU). */
 size_t cpu_repack_size(const struct tensor *w);
 /* Packs w (a matrix weight whose data is set) into new memory and points

@@ -69,6 +69,17 @@
  *         at 0 and 4, with 0xCC those of k = 1, 3 at 2 and 6: one shift of
  *         each moves k's bits to 4 with zeros at 6 and 7.)
  *
+ * The AVX2 kernels (PK_ISA_AVX2) read the 4-row layouts above as two row
+ * pairs: a 256-bit load of the 32 bytes at 32 p of a 64-byte piece holds the
+ * same 16 elements of rows 2 p and 2 p + 1, dword k of each 128-bit half
+ * b1892's lane k (or 4 + k) of its row. Two layouts differ from AVX-512's:
+ *   Q4_0  in groups of 4: hdr 8: d.  q 64: row r's file bytes qs at 16 r
+ *         (as Q4_1's).
+ *   Q8_0  hdr 8: d.  q 128: as above but the quants as they are (signed):
+ *         without vpdpbusd the products go through vpmaddubsw, whose pair
+ *         sums of (q + 128) x a could saturate, so it takes |q| and a with
+ *         q's sign, as b1892 does.
+ *
  * Activations: each column quantized to the weight type's vec_dot_type by
  * the trait table's from_float, exactly as the reference path does, then
  * laid out in tiles of the kernel's column count TC (the last tile partly
@@ -76,7 +87,8 @@
  * other, so a micro-kernel reads (block i, column c) at tile + (i TC + c) *
  * record size.
  *   Q4_0, Q5_0, Q8_0, Q4_1, Q5_1: struct pk_act_q8 (80 bytes; its 16-byte
- *     pieces never cross a cache line).
+ *     pieces never cross a cache line); for the AVX2 kernels struct
+ *     pk_act_q8x.
  *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f, or with AMX and many
  *     columns (pk_amx_kernel) struct pk_act_amx, a whole block of a tile;
@@ -114,6 +126,19 @@ struct pk_act_q8 {
     uint8_t pad[8];
 };
 _Static_assert(sizeof(struct pk_act_q8) == 80, "pk_act_q8 record");
+
+/* One Q8_0 block of a column for the AVX2 legacy kernels: pk_act_q8's
+ * fields with each 16-byte half of the quants, and of the corrections,
+ * twice (once for each row of a register's pair) and d 8 times, so that
+ * every operand is a plain 256-bit load the instruction takes from memory
+ * (its own broadcast would take a vector pipe); the 32-byte pieces never
+ * cross a cache line. */
+struct pk_act_q8x {
+    int8_t qs[2][32];      /* [h]: elements 16 h ..16 h + 15, twice */
+    int32_t corr[2][8];    /* [h]: pk_act_q8's corr[4 h ..4 h + 3], twice */
+    float d[8];
+};
+_Static_assert(sizeof(struct pk_act_q8x) == 160, "pk_act_q8x record");
 
 /* One Q8_0 block of a column for the fast-mode kernels: corr = -bias *
  * (qs[0] + .. + qs[31]), bias 8 for Q4_0 and 128 for Q8_0 (what the
@@ -227,6 +252,57 @@ struct pk_tile {
     struct pk_amx_kblock *amx_k;   /* the same memory, for Q4_K and Q6_K */
     bool amx_ready;
 };
+
+/* ---- weight streams (the matrix-vector kernels of every instruction set) ---- */
+
+/* Helpers every kernel file inlines, whatever its target attributes. */
+#define PK_INLINE static inline __attribute__((always_inline))
+
+/* How far ahead matrix-vector kernels prefetch their weights. */
+#define PK_PREFETCH_BYTES 16384
+
+/* Matrix-vector kernels stream their weights from memory once: each block
+ * asks for the lines PK_PREFETCH_BYTES ahead of its own, and again 2 KiB
+ * ahead (for L1 if the first had gone to L2 only; both as T0: on Zen 5 a
+ * T1 hint for the first streamed up to 10% slower). */
+PK_INLINE void pk_prefetch(const uint8_t *block, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64) {
+        __builtin_prefetch(block + o + PK_PREFETCH_BYTES, 0, 3);
+        __builtin_prefetch(block + o + 2048, 0, 3);
+    }
+}
+
+/* A group's block headers are a stream of their own, a few lines long: too
+ * short for the hardware prefetchers to pick up, so every line of them
+ * would be a miss (Q4_0 generation, 2 threads: 40 -> 52 GB/s with this).
+ * Each line is asked for where a header starts in it, `ahead` bytes on:
+ * the same block of a group further on (pk_hdr_ahead). */
+PK_INLINE void pk_prefetch_hdr(const uint8_t *hdr, size_t bytes, size_t ahead) {
+    const uintptr_t end = (uintptr_t)hdr + bytes;
+    for (uintptr_t p = ((uintptr_t)hdr + 63) & ~(uintptr_t)63; p < end; p += 64) {
+        __builtin_prefetch((const void *)(p + ahead), 0, 3);
+    }
+}
+
+/* The distance for pk_prefetch_hdr in a matrix-vector call on G groups:
+ * past them, and about as far again as the quants' prefetches reach. */
+PK_INLINE size_t pk_hdr_ahead(const struct pk_tile *t, int G) {
+    return ((size_t)G + PK_PREFETCH_BYTES / t->group_bytes) * t->group_bytes;
+}
+
+/* Group g's block i in a kernel call: its quants (returned) and header
+ * (*hdr); when the call streams the weights (one column) both are
+ * prefetched. */
+PK_INLINE const uint8_t *pk_group_block(const struct pk_tile *t, int g, int64_t i, size_t hbytes, size_t qbytes,
+                                        bool stream, size_t hdr_ahead, const uint8_t **hdr) {
+    const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
+    *hdr = t->hdr + g * t->group_bytes + hbytes * i;
+    if (stream) {
+        pk_prefetch(q, qbytes);
+        pk_prefetch_hdr(*hdr, hbytes, hdr_ahead);
+    }
+    return q;
+}
 
 /* F16 work items: up to pk_f16_rows(k) rows x PK_F16_COL_BLOCK columns.
  * With PK_F16_MIN_COLS columns or more the rows are converted to floats once
@@ -358,10 +434,19 @@ typedef void (*pk_f16_item_fn)(const struct pk_f16_item *it);
 #define PK_COLS_IQ2 6
 _Static_assert(PK_IQ2_VEC_COLS == PK_COLS_IQ2, "the matrix-vector kernel takes the columns a tile at a time");
 
+/* Which kernels a table holds, and so which packed layouts they read. */
+enum pk_isa {
+    PK_ISA_AVX512, /* cpu_packed_x86.c: the layouts above */
+    PK_ISA_AVX2,   /* cpu_packed_avx2.c: the same with Q4_0 in groups of 4, Q8_0 signed (below) */
+};
+
 /* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
  * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
- * pk_act_q8k6f columns); the other types' are the exact kernels in both. */
+ * pk_act_q8k6f columns); the other types' are the exact kernels in both.
+ * A NULL kernel leaves its type unpacked (the reference path). */
 struct pk_kernels {
+    enum pk_isa isa;
+    bool fast;             /* the table has the fast mode's kernels (else LLAMAC_MATMUL=fast changes nothing) */
     pk_tile_fn q4_0, q8_0, q5_0, q4_1, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K;
     pk_f16_item_fn f16;
     pk_iq2_decode_fn iq2_decode;
@@ -372,7 +457,10 @@ struct pk_kernels {
     pk_tile_fn q4_0_amx, q8_0_amx, q4_K_amx, q6_K_amx;
 };
 
-/* The micro-kernels this CPU runs in the given mode, or NULL (cpu_packed_x86.c). */
+/* The micro-kernels this CPU runs in the given mode, or NULL (cpu_packed_x86.c:
+ * AVX-512 VNNI's, else AVX2's). */
 const struct pk_kernels *pk_kernels_x86(bool fast);
+/* The AVX2 (+ FMA, F16C) table, or NULL without those (cpu_packed_avx2.c). */
+const struct pk_kernels *pk_kernels_avx2(void);
 
 #endif

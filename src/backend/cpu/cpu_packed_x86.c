@@ -88,57 +88,11 @@
  * at -O2 (the Ruby gem's build): their accumulators must live in registers. */
 #define PK_UNROLL _Pragma("GCC unroll 16")
 
-/* How far ahead matrix-vector kernels prefetch their weights. */
-#define PK_PREFETCH_BYTES 16384
-
 /* The 4 rows' float scales (halves at p) spread to the rows' 4 lanes each. */
 PK_FN __m512 pk_row_scales(const void *p) {
     const __m128 d = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)p));
     return _mm512_permutexvar_ps(_mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0),
                                  _mm512_castps128_ps512(d));
-}
-
-/* Matrix-vector kernels stream their weights from memory once: each block
- * asks for the lines PK_PREFETCH_BYTES ahead of its own, and again 2 KiB
- * ahead (for L1 if the first had gone to L2 only; both as T0: on Zen 5 a
- * T1 hint for the first streamed up to 10% slower). */
-PK_FN void pk_prefetch(const uint8_t *block, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64) {
-        _mm_prefetch((const char *)block + o + PK_PREFETCH_BYTES, _MM_HINT_T0);
-        _mm_prefetch((const char *)block + o + 2048, _MM_HINT_T0);
-    }
-}
-
-/* A group's block headers are a stream of their own, a few lines long: too
- * short for the hardware prefetchers to pick up, so every line of them
- * would be a miss (Q4_0 generation, 2 threads: 40 -> 52 GB/s with this).
- * Each line is asked for where a header starts in it, `ahead` bytes on:
- * the same block of a group further on (pk_hdr_ahead). */
-PK_FN void pk_prefetch_hdr(const uint8_t *hdr, size_t bytes, size_t ahead) {
-    const uintptr_t end = (uintptr_t)hdr + bytes;
-    for (uintptr_t p = ((uintptr_t)hdr + 63) & ~(uintptr_t)63; p < end; p += 64) {
-        _mm_prefetch((const char *)(p + ahead), _MM_HINT_T0);
-    }
-}
-
-/* The distance for pk_prefetch_hdr in a matrix-vector call on G groups:
- * past them, and about as far again as the quants' prefetches reach. */
-PK_FN size_t pk_hdr_ahead(const struct pk_tile *t, int G) {
-    return ((size_t)G + PK_PREFETCH_BYTES / t->group_bytes) * t->group_bytes;
-}
-
-/* Group g's block i in a kernel call: its quants (returned) and header
- * (*hdr); when the call streams the weights (one column) both are
- * prefetched. */
-PK_FN const uint8_t *pk_group_block(const struct pk_tile *t, int g, int64_t i, size_t hbytes, size_t qbytes,
-                                    bool stream, size_t hdr_ahead, const uint8_t **hdr) {
-    const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
-    *hdr = t->hdr + g * t->group_bytes + hbytes * i;
-    if (stream) {
-        pk_prefetch(q, qbytes);
-        pk_prefetch_hdr(*hdr, hbytes, hdr_ahead);
-    }
-    return q;
 }
 
 PK_FN __m512i pk_bcast128(const void *p) { return _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)p)); }
@@ -1916,12 +1870,14 @@ static __attribute__((target(PK_VBMI_TARGET))) void pk_iq2_vec(const struct pk_i
 #undef PK_IQ2V_COLS
 
 static const struct pk_kernels pk_avx512 = {
+    .isa = PK_ISA_AVX512, .fast = false,
     .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
     .q6_K = pk_q6_K_tile, .f16 = pk_f16_item, .iq2_decode = pk_iq2_decode, .iq2 = pk_iq2_tile,
 };
 
 static const struct pk_kernels pk_avx512_fast = {
+    .isa = PK_ISA_AVX512, .fast = true,
     .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
     .q5_K = pk_q5_K_tile,
@@ -1932,7 +1888,7 @@ const struct pk_kernels *pk_kernels_x86(bool fast) {
     const struct cpu_features *f = cpu_features_get();
     const bool ok = f->avx2 && f->fma && f->f16c && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq &&
                     f->avx512vnni;
-    if (!ok) return NULL;
+    if (!ok) return pk_kernels_avx2();
     static struct pk_kernels kernels; /* called once (pk_kernels in cpu_packed.c) */
     kernels = fast ? pk_avx512_fast : pk_avx512;
     if (fast && f->amx_int8 && pk_amx_permitted()) {
