@@ -124,7 +124,7 @@ float cpu_fast_mode_dot(enum ggml_type type, int64_t k, const void *row, const v
 
 /* ---- packed types --------------------------------------------------------------------------- */
 
-enum pk_act { PK_ACT_Q8, PK_ACT_Q8X, PK_ACT_Q8F, PK_ACT_AMX, PK_ACT_AMX_K, PK_ACT_Q8K, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
+enum pk_act { PK_ACT_Q8, PK_ACT_Q8X, PK_ACT_Q8F, PK_ACT_AMX, PK_ACT_AMX_K, PK_ACT_Q8K, PK_ACT_Q8KX, PK_ACT_Q8K6F, PK_ACT_IQ2, PK_ACT_F32 };
 
 typedef void (*pk_pack_fn)(const void *block, int r, uint8_t *hdr, uint8_t *q);
 
@@ -322,6 +322,8 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q3_K = { PK_ROWS, 256, 72, 384, PK_ACT_Q8K, PK_COLS_K, pk_pack_q3_K, 0 };
     static const struct pk_type q5_K = { PK_ROWS, 256, 80, 640, PK_ACT_Q8K, PK_COLS_K, pk_pack_q5_K, 0 };
     static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K, 0 };
+    static const struct pk_type q4_K_avx2 = { PK_ROWS, 256, 80, 512, PK_ACT_Q8KX, PK_COLS_K, pk_pack_q4_K, 0 };
+    static const struct pk_type q6_K_avx2 = { PK_ROWS, 256, 72, 768, PK_ACT_Q8KX, PK_COLS_K, pk_pack_q6_K, 0 };
     static const struct pk_type q6_K_fast = { PK_FAST_ROWS, 256, 288, 3072, PK_ACT_Q8K6F, PK_COLS_FAST_K,
                                               pk_pack_q6_K_fast, 0 };
     /* not packed: decoded per work item (pk_iq2_compute) */
@@ -336,9 +338,9 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
         case GGML_TYPE_Q5_1: return &q5_1;
         case GGML_TYPE_Q2_K: return &q2_K;
         case GGML_TYPE_Q3_K: return &q3_K;
-        case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : &q4_K;
+        case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : avx2 ? &q4_K_avx2 : &q4_K;
         case GGML_TYPE_Q5_K: return &q5_K;
-        case GGML_TYPE_Q6_K: return fast ? &q6_K_fast : &q6_K;
+        case GGML_TYPE_Q6_K: return fast ? &q6_K_fast : avx2 ? &q6_K_avx2 : &q6_K;
         case GGML_TYPE_IQ2_XXS:
         case GGML_TYPE_IQ2_XS: return &iq2;
         default: return NULL;
@@ -601,6 +603,7 @@ static size_t pk_act_record(enum pk_act act) {
         case PK_ACT_AMX: return sizeof(struct pk_act_amx) / PK_COLS_AMX;
         case PK_ACT_AMX_K: return sizeof(struct pk_act_amx_k) / PK_COLS_AMX;
         case PK_ACT_Q8K6F: return sizeof(struct pk_act_q8k6f);
+        case PK_ACT_Q8KX: return sizeof(struct pk_act_q8kx);
         case PK_ACT_IQ2: return sizeof(struct pk_act_iq2);
         default: return sizeof(struct pk_act_q8k);
     }
@@ -770,6 +773,22 @@ static void pk_record_q8k(const block_q8_K *b, struct pk_act_q8k *a) {
                     }
 }
 
+/* The same for the AVX2 kernels: halves of 16 quants twice, the Q6_K
+ * offset's pair sums, the mins' pair sums twice, d 8 times. */
+static void pk_record_q8kx(const block_q8_K *b, struct pk_act_q8kx *a) {
+    for (int c = 0; c < 8; c++) {
+        for (int h = 0; h < 2; h++) {
+            const int8_t *q = b->qs + 32 * c + 16 * h;
+            for (int r = 0; r < 2; r++) {
+                memcpy(a->qs[c][h] + 16 * r, q, 16);
+                for (int e = 0; e < 8; e++) a->m32[c][h][8 * r + e] = (int16_t)(32 * (q[2 * e] + q[2 * e + 1]));
+            }
+        }
+    }
+    for (int j = 0; j < 16; j++) a->bpairs[j] = (int16_t)(b->bsums[2 * (j % 8)] + b->bsums[2 * (j % 8) + 1]);
+    for (int l = 0; l < 8; l++) a->d[l] = b->d;
+}
+
 /* The same for the fast Q6_K kernel: the half sub-blocks' corrections. */
 static void pk_record_q8k6f(const block_q8_K *b, struct pk_act_q8k6f *a) {
     memcpy(a->qs, b->qs, sizeof a->qs);
@@ -828,6 +847,7 @@ static void pk_act_q8k(const float *x, int64_t k, int64_t b0, int64_t b1, block_
         memset(a, 0, pk_act_record(pt->act));
         switch (pt->act) {
             case PK_ACT_Q8K6F: pk_record_q8k6f(&tmp[i - b0], a); break;
+            case PK_ACT_Q8KX: pk_record_q8kx(&tmp[i - b0], a); break;
             case PK_ACT_IQ2:
                 if (vec) pk_record_iq2v(&tmp[i - b0], a);
                 else pk_record_iq2(&tmp[i - b0], a);

@@ -18,6 +18,7 @@
 
 #if defined(__x86_64__)
 #include <immintrin.h>
+#include <string.h>
 
 #include "core/cpu_features.h"
 #include "quant/quant_blocks.h"
@@ -28,6 +29,9 @@
 /* Loops over a tile's rows and columns are unrolled even at -O2 (the Ruby
  * gem's build): their accumulators must live in registers. */
 #define PA_UNROLL _Pragma("GCC unroll 16")
+
+/* Columns a k-quant kernel pass takes (pa_kq_tile). */
+#define PA_KQ_COLS 2
 
 PA_FN __m256i pa_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
@@ -208,8 +212,177 @@ PA_FN void pa_legacy_tile(const struct pk_tile *t, const enum pa_legacy kind) {
 PA_KERNEL void pa_q4_0_tile(const struct pk_tile *t) { pa_legacy_tile(t, PA_Q4_0); }
 PA_KERNEL void pa_q8_0_tile(const struct pk_tile *t) { pa_legacy_tile(t, PA_Q8_0); }
 
+/* ---- k-quants (exact): Q4_K, Q6_K ----------------------------------------------------------
+ * b1892's AVX2 dot products keep one set of 8 lanes per output for a whole
+ * super-block: each 32 elements' byte pair sums (vpmaddubsw) are multiplied
+ * by their sub-block's scale into the lanes (vpmaddwd) and added, and only
+ * then converted and fused with d_w d_a. Row pair p of a group: the low
+ * 128 bits of a register row 2 p, the high ones row 2 p + 1; the register of
+ * half h of a chunk's 32 elements holds lanes 4 h ..4 h + 3. */
+
+/* The rows' byte scales at sc (sc[row], 4 bytes: the layouts' sc[chunk][row])
+ * as words for row pair p: row 2 p's in the low 8 words, 2 p + 1's in the
+ * high ones; signed bytes sign-extended. */
+PA_FN __m256i pa_pair_scale_words(const uint8_t *sc, int p, bool is_signed) {
+    int32_t v;
+    memcpy(&v, sc, 4);
+    const char r0 = (char)(2 * p), r1 = (char)(2 * p + 1), z = (char)0x80;
+    const __m256i w = is_signed ? _mm256_shuffle_epi8(_mm256_set1_epi32(v),
+                                                      _mm256_setr_epi8(z, r0, z, r0, z, r0, z, r0, z, r0, z, r0, z, r0, z, r0,
+                                                                       z, r1, z, r1, z, r1, z, r1, z, r1, z, r1, z, r1, z, r1))
+                                : _mm256_shuffle_epi8(_mm256_set1_epi32(v),
+                                                      _mm256_setr_epi8(r0, z, r0, z, r0, z, r0, z, r0, z, r0, z, r0, z, r0, z,
+                                                                       r1, z, r1, z, r1, z, r1, z, r1, z, r1, z, r1, z, r1, z));
+    return is_signed ? _mm256_srai_epi16(w, 8) : w;
+}
+
+/* Q6_K: row pair p's quants (0..63, unsigned) of chunks 4 n + k, k =
+ * 0..3, elements 16 h ..16 h + 15, from the layout's piece 2 n + h: the
+ * nibbles and the high bits joined. */
+PA_FN void pa_q6_K_quants(const uint8_t *piece, int p, __m256i u[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    const __m256i n02 = pa_load(piece + 32 * p), n13 = pa_load(piece + 64 + 32 * p), qh = pa_load(piece + 128 + 32 * p);
+    u[0] = _mm256_or_si256(_mm256_and_si256(n02, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    u[1] = _mm256_or_si256(_mm256_and_si256(n13, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n02, 4), m4), _mm256_and_si256(qh, m30));
+    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n13, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
+/* Q4_K's mins of row pair p of group g against tile column c: per row
+ * 4 lanes (lane k: mins 2 k, 2 k + 1 times the column's pair sums) fused
+ * with -(d_a dmin) per super-block, then (m0 + m2) + (m1 + m3), which b1892
+ * adds to the lanes' sum last (in dwords 0 and 4). */
+PA_FN __m256 pa_q4_K_mins(const struct pk_tile *t, int g, int p, int c) {
+    __m256 acc_m = _mm256_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8kx *a = (const struct pk_act_q8kx *)t->act + i * PK_COLS_K + c;
+        const uint8_t *hdr = t->hdr + (size_t)g * t->group_bytes + 80 * (size_t)i;
+        const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(hdr + 48 + 16 * p)));
+        const __m128 dmin = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(hdr + 8)));
+        const __m256 dm = _mm256_mul_ps(pa_pair_scales(dmin, p), _mm256_loadu_ps(a->d));
+        acc_m = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(_mm256_madd_epi16(mn, pa_load(a->bpairs))), acc_m);
+    }
+    const __m256 s = _mm256_add_ps(acc_m, _mm256_permute_ps(acc_m, _MM_SHUFFLE(1, 0, 3, 2)));
+    return _mm256_add_ps(s, _mm256_permute_ps(s, _MM_SHUFFLE(2, 3, 0, 1)));
+}
+
+/* Row pairs [P0, P0 + NP) of group g x C columns from c0 (q6: Q6_K, else
+ * Q4_K). Per super-block each output's integer lanes l[h] (lanes 4 h ..),
+ * then as b1892: fmaf(d_w d_a, lanes, acc) into acc_lo / acc_hi. Q4_K's
+ * mins go through their own accumulator acc_m (lane k of a row: mins 2 k,
+ * 2 k + 1 times the column's pair sums, fused with -d_a dmin); they read
+ * only the header, so they run as a pass of their own after the lanes'
+ * (pa_q4_K_mins: fewer registers live in the main loop). */
+PA_FN void pa_kq_run(const struct pk_tile *t, const bool q6, const int g, const int P0, const int NP, const int C,
+                     const int c0) {
+    const size_t qbytes = q6 ? 768 : 512, hbytes = q6 ? 72 : 80;
+    const bool stream = t->ncols == 1;
+    const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc_lo[2][PA_KQ_COLS], acc_hi[2][PA_KQ_COLS];
+    PA_UNROLL
+    for (int p = 0; p < NP; p++) {
+        PA_UNROLL
+        for (int c = 0; c < C; c++) acc_lo[p][c] = acc_hi[p][c] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8kx *a = (const struct pk_act_q8kx *)t->act + i * PK_COLS_K + c0;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, stream, hdr_ahead, &hdr);
+        __m256i l[2][PA_KQ_COLS][2];
+        PA_UNROLL
+        for (int p = 0; p < NP; p++) {
+            PA_UNROLL
+            for (int c = 0; c < C; c++) l[p][c][0] = l[p][c][1] = _mm256_setzero_si256();
+        }
+        PA_UNROLL
+        for (int n = 0; n < 2; n++) {
+            PA_UNROLL
+            for (int h = 0; h < 2; h++) {
+                PA_UNROLL
+                for (int p = 0; p < NP; p++) {
+                    const int P = P0 + p;
+                    /* chunks ch[k] of this half (Q4_K: pieces 2 j + h for j = 2 n, 2 n + 1, low and high
+                     * nibbles: chunks 4 n ..4 n + 3 in order; Q6_K: chunks 4 n + k of piece 2 n + h) */
+                    __m256i u[4];
+                    if (q6) {
+                        pa_q6_K_quants(q + 192 * (2 * n + h), P, u);
+                    } else {
+                        PA_UNROLL
+                        for (int jj = 0; jj < 2; jj++) {
+                            const __m256i z = pa_load(q + 64 * (2 * (2 * n + jj) + h) + 32 * P);
+                            u[2 * jj] = _mm256_and_si256(z, m4);
+                            u[2 * jj + 1] = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+                        }
+                    }
+                    PA_UNROLL
+                    for (int k = 0; k < 4; k++) {
+                        const int ch = 4 * n + k;
+                        /* Q6_K: a scale per 16 elements (group 2 ch + h); Q4_K: per 32 (chunk ch) */
+                        const __m256i sw = q6 ? pa_pair_scale_words(hdr + 8 + 4 * (2 * ch + h), P, true)
+                                              : pa_pair_scale_words(hdr + 16 + 4 * ch, P, false);
+                        PA_UNROLL
+                        for (int c = 0; c < C; c++) {
+                            __m256i pairs = _mm256_maddubs_epi16(u[k], pa_load(a[c].qs[ch][h]));
+                            if (q6) pairs = _mm256_sub_epi16(pairs, pa_load(a[c].m32[ch][h]));
+                            l[p][c][h] = _mm256_add_epi32(l[p][c][h], _mm256_madd_epi16(pairs, sw));
+                        }
+                    }
+                }
+            }
+        }
+        const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)hdr));
+        PA_UNROLL
+        for (int p = 0; p < NP; p++) {
+            const __m256 dw = pa_pair_scales(d4, P0 + p);
+            PA_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(a[c].d));
+                acc_lo[p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l[p][c][0]), acc_lo[p][c]);
+                acc_hi[p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l[p][c][1]), acc_hi[p][c]);
+            }
+        }
+    }
+    PA_UNROLL
+    for (int p = 0; p < NP; p++) {
+        const int P = P0 + p;
+        PA_UNROLL
+        for (int c = 0; c < C; c++) {
+            __m256 u = pa_pair_hsum(acc_lo[p][c], acc_hi[p][c]);
+            if (!q6) u = _mm256_add_ps(u, pa_q4_K_mins(t, g, P, c0 + c));
+            pa_store_pair(u, t->dst + (size_t)(c0 + c) * t->dst_stride + PK_ROWS * g, P, t->nrows - PK_ROWS * g);
+        }
+    }
+}
+
+/* One column: each group's both row pairs at once; more: a row pair
+ * against PA_KQ_COLS columns at a time (bench_matmul -t 2 --prompt-only,
+ * 2048 x 5632 x 512, Zen 3: Q4_K 156-183 GOP/s; both pairs x 1 column
+ * 147-158, a pair x 3 columns 156-171). */
+PA_FN void pa_kq_tile(const struct pk_tile *t, const bool q6) {
+    if (t->ncols == 1) {
+        for (int g = 0; g < t->ngroups; g++) pa_kq_run(t, q6, g, 0, 2, 1, 0);
+        return;
+    }
+    for (int c0 = 0; c0 < t->ncols; c0 += PA_KQ_COLS) {
+        for (int p = 0; p < 2 && 2 * p < t->nrows; p++) {
+            if (t->ncols - c0 >= 2) pa_kq_run(t, q6, 0, p, 1, 2, c0);
+            else pa_kq_run(t, q6, 0, p, 1, 1, c0);
+        }
+    }
+}
+
+PA_KERNEL void pa_q4_K_tile(const struct pk_tile *t) { pa_kq_tile(t, false); }
+PA_KERNEL void pa_q6_K_tile(const struct pk_tile *t) { pa_kq_tile(t, true); }
+
 static const struct pk_kernels pa_kernels = {
-    .isa = PK_ISA_AVX2, .fast = false, .q4_0 = pa_q4_0_tile, .q8_0 = pa_q8_0_tile,
+    .isa = PK_ISA_AVX2,
+    .fast = false,
+    .q4_0 = pa_q4_0_tile,
+    .q8_0 = pa_q8_0_tile,
+    .q4_K = pa_q4_K_tile,
+    .q6_K = pa_q6_K_tile,
 };
 
 const struct pk_kernels *pk_kernels_avx2(void) {

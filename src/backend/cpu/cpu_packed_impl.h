@@ -89,7 +89,8 @@
  *   Q4_0, Q5_0, Q8_0, Q4_1, Q5_1: struct pk_act_q8 (80 bytes; its 16-byte
  *     pieces never cross a cache line); for the AVX2 kernels struct
  *     pk_act_q8x.
- *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k.
+ *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k; for the AVX2 kernels
+ *     (Q4_K, Q6_K) struct pk_act_q8kx.
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f, or with AMX and many
  *     columns (pk_amx_kernel) struct pk_act_amx, a whole block of a tile;
  *     Q4_K in fast mode: struct pk_act_q8k (its qs, bpairs and d); Q6_K in
@@ -218,6 +219,17 @@ struct pk_act_q8k {
     uint8_t pad[12];
 };
 _Static_assert(sizeof(struct pk_act_q8k) % 64 == 0, "pk_act_q8k records are cache-line sized");
+
+/* One Q8_K block of a column for the AVX2 k-quant kernels (Q4_K, Q6_K):
+ * every operand a plain 256-bit load, as pk_act_q8x's. */
+struct pk_act_q8kx {
+    int8_t qs[8][2][32];       /* [c][h]: elements 32 c + 16 h ..+15, twice */
+    int16_t m32[8][2][16];     /* Q6_K: 32 (q[2 e] + q[2 e + 1]) of the same elements as words, twice: what
+                                * b1892 takes off the unsigned quants' pair sums (their -32) */
+    int16_t bpairs[16];        /* Q4_K mins: pk_act_q8k's bpairs, twice */
+    float d[8];
+};
+_Static_assert(sizeof(struct pk_act_q8kx) % 64 == 0, "pk_act_q8kx records are cache-line sized");
 
 /* One Q8_K block of a column for the fast-mode Q6_K kernel: corr[2 j + h] =
  * -32 x (the sum of qs[16 j + 8 h ..+7]) - 1, where the exact sum of each
@@ -462,5 +474,7 @@ struct pk_kernels {
 const struct pk_kernels *pk_kernels_x86(bool fast);
 /* The AVX2 (+ FMA, F16C) table, or NULL without those (cpu_packed_avx2.c). */
 const struct pk_kernels *pk_kernels_avx2(void);
+/* The AVX2 table's F16 work item (cpu_packed_avx2_f16.c). */
+void pk_f16_item_avx2(const struct pk_f16_item *it);
 
 #endif
