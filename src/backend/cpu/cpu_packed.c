@@ -312,6 +312,9 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q5_0 = { PK_ROWS, 32, 24, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_0, 16 };
     static const struct pk_type q4_1 = { PK_ROWS, 32, 16, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_1, 0 };
     static const struct pk_type q5_1 = { PK_ROWS, 32, 32, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_1, 0 };
+    static const struct pk_type q5_0_avx2 = { PK_ROWS, 32, 24, 64, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q5_0, 16 };
+    static const struct pk_type q4_1_avx2 = { PK_ROWS, 32, 16, 64, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q4_1, 0 };
+    static const struct pk_type q5_1_avx2 = { PK_ROWS, 32, 32, 64, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q5_1, 0 };
     static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_16, 8 };
     static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_fast,
                                               128 };
@@ -322,7 +325,10 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q3_K = { PK_ROWS, 256, 72, 384, PK_ACT_Q8K, PK_COLS_K, pk_pack_q3_K, 0 };
     static const struct pk_type q5_K = { PK_ROWS, 256, 80, 640, PK_ACT_Q8K, PK_COLS_K, pk_pack_q5_K, 0 };
     static const struct pk_type q6_K = { PK_ROWS, 256, 72, 768, PK_ACT_Q8K, PK_COLS_K, pk_pack_q6_K, 0 };
+    static const struct pk_type q2_K_avx2 = { PK_ROWS, 256, 80, 256, PK_ACT_Q8KX, PK_COLS_K, pk_pack_q2_K, 0 };
+    static const struct pk_type q3_K_avx2 = { PK_ROWS, 256, 72, 384, PK_ACT_Q8KX, PK_COLS_K, pk_pack_q3_K, 0 };
     static const struct pk_type q4_K_avx2 = { PK_ROWS, 256, 80, 512, PK_ACT_Q8KX, PK_COLS_K, pk_pack_q4_K, 0 };
+    static const struct pk_type q5_K_avx2 = { PK_ROWS, 256, 80, 640, PK_ACT_Q8KX, PK_COLS_K, pk_pack_q5_K, 0 };
     static const struct pk_type q6_K_avx2 = { PK_ROWS, 256, 72, 768, PK_ACT_Q8KX, PK_COLS_K, pk_pack_q6_K, 0 };
     static const struct pk_type q6_K_fast = { PK_FAST_ROWS, 256, 288, 3072, PK_ACT_Q8K6F, PK_COLS_FAST_K,
                                               pk_pack_q6_K_fast, 0 };
@@ -333,13 +339,13 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     switch (type) {
         case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : avx2 ? &q4_0_avx2 : &q4_0;
         case GGML_TYPE_Q8_0: return fast ? &q8_0_fast : avx2 ? &q8_0_avx2 : &q8_0;
-        case GGML_TYPE_Q5_0: return &q5_0;
-        case GGML_TYPE_Q4_1: return &q4_1;
-        case GGML_TYPE_Q5_1: return &q5_1;
-        case GGML_TYPE_Q2_K: return &q2_K;
-        case GGML_TYPE_Q3_K: return &q3_K;
+        case GGML_TYPE_Q5_0: return avx2 ? &q5_0_avx2 : &q5_0;
+        case GGML_TYPE_Q4_1: return avx2 ? &q4_1_avx2 : &q4_1;
+        case GGML_TYPE_Q5_1: return avx2 ? &q5_1_avx2 : &q5_1;
+        case GGML_TYPE_Q2_K: return avx2 ? &q2_K_avx2 : &q2_K;
+        case GGML_TYPE_Q3_K: return avx2 ? &q3_K_avx2 : &q3_K;
         case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : avx2 ? &q4_K_avx2 : &q4_K;
-        case GGML_TYPE_Q5_K: return &q5_K;
+        case GGML_TYPE_Q5_K: return avx2 ? &q5_K_avx2 : &q5_K;
         case GGML_TYPE_Q6_K: return fast ? &q6_K_fast : avx2 ? &q6_K_avx2 : &q6_K;
         case GGML_TYPE_IQ2_XXS:
         case GGML_TYPE_IQ2_XS: return &iq2;
@@ -724,7 +730,10 @@ static void pk_act_q8(const float *x, int64_t k, int64_t b0, int64_t b1, int bia
                 memcpy(ax->corr[h] + 4 * r, a.corr + 4 * h, 4 * sizeof(int32_t));
             }
         }
-        for (int l = 0; l < 8; l++) ax->d[l] = a.d;
+        for (int l = 0; l < 8; l++) {
+            ax->d[l] = a.d;
+            ax->s[l] = a.s;
+        }
     }
 }
 
@@ -786,6 +795,9 @@ static void pk_record_q8kx(const block_q8_K *b, struct pk_act_q8kx *a) {
         }
     }
     for (int j = 0; j < 16; j++) a->bpairs[j] = (int16_t)(b->bsums[2 * (j % 8)] + b->bsums[2 * (j % 8) + 1]);
+    for (int h = 0; h < 2; h++) {
+        for (int j = 0; j < 16; j++) a->bsums[h][j] = b->bsums[8 * h + j % 8];
+    }
     for (int l = 0; l < 8; l++) a->d[l] = b->d;
 }
 

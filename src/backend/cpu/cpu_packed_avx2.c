@@ -65,49 +65,79 @@ PA_FN void pa_store_pair(__m256 u, float *dst, int p, int nrows) {
 
 /* ---- the legacy types (exact) ---------------------------------------------------------------- */
 
-enum pa_legacy { PA_Q4_0, PA_Q8_0 };
+enum pa_legacy { PA_Q4_0, PA_Q5_0, PA_Q4_1, PA_Q5_1, PA_Q8_0 };
 
-/* Row pair p's registers of a block: for Q4_0 the nibbles, unsigned (the
- * activations' corrections take the 8 back out); for Q8_0 |q| in *lo, *hi
- * and q itself in *slo, *shi (whose signs the activations take). */
-PA_FN void pa_legacy_weights(enum pa_legacy kind, const uint8_t *q, int p, __m256i *lo, __m256i *hi, __m256i *slo,
-                             __m256i *shi) {
+/* Bytes of a block's header and quants in a group of 4 rows. */
+static inline size_t pa_legacy_hdr(enum pa_legacy kind) {
+    return kind == PA_Q5_1 ? 32 : kind == PA_Q5_0 ? 24 : kind == PA_Q4_1 ? 16 : 8;
+}
+static inline size_t pa_legacy_q(enum pa_legacy kind) { return kind == PA_Q8_0 ? 128 : 64; }
+
+/* Byte j = 0xFF where bit j of the 32 bits at p is set, else 0. */
+PA_FN __m256i pa_bits_to_bytes(const uint8_t *p) {
+    int32_t bits;
+    memcpy(&bits, p, 4);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(bits),
+        _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0x0000000000000000));
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, sel), sel);
+}
+
+/* Row pair p's registers of a block (elements 0..15 in *lo, 16..31 in
+ * *hi): the nibbles, unsigned, with the fifth bits adding 16 (Q5_0, Q5_1:
+ * row r's 16 bits for each half at 2 r of the header's 8-byte masks);
+ * Q4_0's 8 and Q5_0's 16 come back out through the activations'
+ * corrections. Q8_0: |q| in *lo, *hi and q itself in *slo, *shi, whose
+ * signs the activations take. */
+PA_FN void pa_legacy_weights(enum pa_legacy kind, const uint8_t *q, const uint8_t *hdr, int p, __m256i *lo,
+                             __m256i *hi, __m256i *slo, __m256i *shi) {
+    *slo = *shi = _mm256_setzero_si256();
     if (kind == PA_Q8_0) {
-        *slo = _mm256_loadu_si256((const __m256i *)(q + 32 * p));
-        *shi = _mm256_loadu_si256((const __m256i *)(q + 64 + 32 * p));
+        *slo = pa_load(q + 32 * p);
+        *shi = pa_load(q + 64 + 32 * p);
         *lo = _mm256_sign_epi8(*slo, *slo);
         *hi = _mm256_sign_epi8(*shi, *shi);
         return;
     }
-    const __m256i z = _mm256_loadu_si256((const __m256i *)(q + 32 * p)), m4 = _mm256_set1_epi8(0x0F);
+    const __m256i z = pa_load(q + 32 * p), m4 = _mm256_set1_epi8(0x0F);
     *lo = _mm256_and_si256(z, m4);
     *hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
-    *slo = *shi = _mm256_setzero_si256();
+    if (kind == PA_Q5_0 || kind == PA_Q5_1) {
+        const uint8_t *bits = hdr + (kind == PA_Q5_1 ? 16 : 8) + 4 * p;
+        const __m256i sixteen = _mm256_set1_epi8(16);
+        *lo = _mm256_or_si256(*lo, _mm256_and_si256(pa_bits_to_bytes(bits), sixteen));
+        *hi = _mm256_or_si256(*hi, _mm256_and_si256(pa_bits_to_bytes(bits + 8), sixteen));
+    }
 }
 
 /* The integer lanes of one register (w: pa_legacy_weights' unsigned, sw:
  * the signed ones) against half h of a column's record. */
 PA_FN __m256i pa_legacy_lanes(enum pa_legacy kind, __m256i w, __m256i sw, const struct pk_act_q8x *a, int h) {
     if (kind == PA_Q8_0) return pa_dot4(w, _mm256_sign_epi8(pa_load(a->qs[h]), sw));
-    return _mm256_add_epi32(pa_dot4(w, pa_load(a->qs[h])), pa_load(a->corr[h]));
+    const __m256i l = pa_dot4(w, pa_load(a->qs[h]));
+    return kind == PA_Q4_0 || kind == PA_Q5_0 ? _mm256_add_epi32(l, pa_load(a->corr[h])) : l;
 }
 
 /* G groups' row pairs [P0, P0 + NP) x C columns from column c0 of the tile
  * (G = 2 only with one column). Each output follows the reference's float
  * operations: per block its lanes, converted, times d_w d_a rounded, fused
- * into its 8 accumulators; then hsum_float_8. */
+ * into its 8 accumulators; then hsum_float_8. Q4_1 and Q5_1 add b1892's
+ * scalar sum of each block's min times the column's s (fused in block
+ * order into every lane of acc_m; dword 0 of each half is the row's). */
 PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, const int G, const int P0, const int NP,
                          const int C, const int c0) {
-    const size_t qbytes = kind == PA_Q8_0 ? 128 : 64, hbytes = 8;
+    const size_t qbytes = pa_legacy_q(kind), hbytes = pa_legacy_hdr(kind);
+    const bool mins = kind == PA_Q4_1 || kind == PA_Q5_1;
     const bool stream = t->ncols == 1;
     const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used when streaming */
-    __m256 acc_lo[2][2][4], acc_hi[2][2][4];     /* [group][pair][column] */
+    __m256 acc_lo[2][2][2], acc_hi[2][2][2], acc_m[2][2][2]; /* [group][pair][column] */
     PA_UNROLL
     for (int g = 0; g < G; g++) {
         PA_UNROLL
         for (int p = 0; p < NP; p++) {
             PA_UNROLL
-            for (int c = 0; c < C; c++) acc_lo[g][p][c] = acc_hi[g][p][c] = _mm256_setzero_ps();
+            for (int c = 0; c < C; c++) acc_lo[g][p][c] = acc_hi[g][p][c] = acc_m[g][p][c] = _mm256_setzero_ps();
         }
     }
     for (int64_t i = 0; i < t->nb; i++) {
@@ -120,7 +150,7 @@ PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, con
             PA_UNROLL
             for (int p = 0; p < NP; p++) {
                 __m256i lo, hi, slo, shi;
-                pa_legacy_weights(kind, q, P0 + p, &lo, &hi, &slo, &shi);
+                pa_legacy_weights(kind, q, hdr, P0 + p, &lo, &hi, &slo, &shi);
                 const __m256 dw = pa_pair_scales(d4, P0 + p);
                 PA_UNROLL
                 for (int c = 0; c < C; c++) {
@@ -129,6 +159,11 @@ PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, con
                     const __m256i ihi = pa_legacy_lanes(kind, hi, shi, &a[c], 1);
                     acc_lo[g][p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ilo), acc_lo[g][p][c]);
                     acc_hi[g][p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ihi), acc_hi[g][p][c]);
+                    if (mins) {
+                        const __m128 m4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(hdr + 8)));
+                        acc_m[g][p][c] = _mm256_fmadd_ps(pa_pair_scales(m4, P0 + p), _mm256_loadu_ps(a[c].s),
+                                                         acc_m[g][p][c]);
+                    }
                 }
             }
         }
@@ -139,68 +174,24 @@ PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, con
         for (int p = 0; p < NP; p++) {
             PA_UNROLL
             for (int c = 0; c < C; c++) {
+                __m256 u = pa_pair_hsum(acc_lo[g][p][c], acc_hi[g][p][c]);
+                if (mins) u = _mm256_add_ps(u, acc_m[g][p][c]);
                 float *dst = t->dst + (size_t)(c0 + c) * t->dst_stride + PK_ROWS * g;
-                pa_store_pair(pa_pair_hsum(acc_lo[g][p][c], acc_hi[g][p][c]), dst, P0 + p, t->nrows - PK_ROWS * g);
+                pa_store_pair(u, dst, P0 + p, t->nrows - PK_ROWS * g);
             }
         }
     }
 }
 
-/* Matrix-vector: G groups against one column, the column's registers
- * loaded once per block for all their row pairs; the same operations as
- * pa_legacy_run. */
-PA_FN void pa_legacy_vec(const struct pk_tile *t, const enum pa_legacy kind, const int G) {
-    const size_t qbytes = kind == PA_Q8_0 ? 128 : 64, hbytes = 8;
-    const size_t hdr_ahead = pk_hdr_ahead(t, G);
-    __m256 acc_lo[2][2], acc_hi[2][2];
-    PA_UNROLL
-    for (int g = 0; g < G; g++) acc_lo[g][0] = acc_lo[g][1] = acc_hi[g][0] = acc_hi[g][1] = _mm256_setzero_ps();
-    for (int64_t i = 0; i < t->nb; i++) {
-        const struct pk_act_q8x *a = (const struct pk_act_q8x *)t->act + i * PK_COLS_Q8;
-        const __m256i ylo = pa_load(a->qs[0]), yhi = pa_load(a->qs[1]);
-        const __m256i clo = pa_load(a->corr[0]), chi = pa_load(a->corr[1]);
-        const __m256 dy = _mm256_loadu_ps(a->d);
-        PA_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, true, hdr_ahead, &hdr);
-            const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)hdr));
-            PA_UNROLL
-            for (int p = 0; p < 2; p++) {
-                __m256i lo, hi, slo, shi;
-                pa_legacy_weights(kind, q, p, &lo, &hi, &slo, &shi);
-                __m256i ilo, ihi;
-                if (kind == PA_Q8_0) {
-                    ilo = pa_dot4(lo, _mm256_sign_epi8(ylo, slo));
-                    ihi = pa_dot4(hi, _mm256_sign_epi8(yhi, shi));
-                } else {
-                    ilo = _mm256_add_epi32(pa_dot4(lo, ylo), clo);
-                    ihi = _mm256_add_epi32(pa_dot4(hi, yhi), chi);
-                }
-                const __m256 d = _mm256_mul_ps(pa_pair_scales(d4, p), dy);
-                acc_lo[g][p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ilo), acc_lo[g][p]);
-                acc_hi[g][p] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ihi), acc_hi[g][p]);
-            }
-        }
-    }
-    PA_UNROLL
-    for (int g = 0; g < G; g++) {
-        PA_UNROLL
-        for (int p = 0; p < 2; p++) {
-            pa_store_pair(pa_pair_hsum(acc_lo[g][p], acc_hi[g][p]), t->dst + PK_ROWS * g, p, t->nrows - PK_ROWS * g);
-        }
-    }
-}
-
-/* One column: the call's groups at once; more: both row pairs against 2
- * columns at a time (each record then serves 4 rows; more columns or one
- * row pair at a time measured slower: bench_matmul -t 2 --prompt-only,
- * 2048 x 5632 x 512, Zen 3: 98 GOP/s with 4 columns of a pair, 120 with
- * 2 of both). */
+/* One column: both row pairs of the call's groups at once (8 independent
+ * accumulator chains while the weights stream); more: both row pairs
+ * against 2 columns at a time, so that each record serves 4 rows (one row
+ * pair against 4 columns measured slower: bench_matmul -t 2 --prompt-only,
+ * 2048 x 5632 x 512, Zen 3, Q4_0: 98 against 120 GOP/s). */
 PA_FN void pa_legacy_tile(const struct pk_tile *t, const enum pa_legacy kind) {
     if (t->ncols == 1) {
-        if (t->ngroups == 2) pa_legacy_vec(t, kind, 2);
-        else pa_legacy_vec(t, kind, 1);
+        if (t->ngroups == 2) pa_legacy_run(t, kind, 2, 0, 2, 1, 0);
+        else pa_legacy_run(t, kind, 1, 0, 2, 1, 0);
         return;
     }
     for (int c0 = 0; c0 < t->ncols; c0 += 2) {
@@ -211,14 +202,25 @@ PA_FN void pa_legacy_tile(const struct pk_tile *t, const enum pa_legacy kind) {
 
 PA_KERNEL void pa_q4_0_tile(const struct pk_tile *t) { pa_legacy_tile(t, PA_Q4_0); }
 PA_KERNEL void pa_q8_0_tile(const struct pk_tile *t) { pa_legacy_tile(t, PA_Q8_0); }
+PA_KERNEL void pa_q5_0_tile(const struct pk_tile *t) { pa_legacy_tile(t, PA_Q5_0); }
+PA_KERNEL void pa_q4_1_tile(const struct pk_tile *t) { pa_legacy_tile(t, PA_Q4_1); }
+PA_KERNEL void pa_q5_1_tile(const struct pk_tile *t) { pa_legacy_tile(t, PA_Q5_1); }
 
-/* ---- k-quants (exact): Q4_K, Q6_K ----------------------------------------------------------
+/* ---- k-quants (exact) -------------------------------------------------------------------------
  * b1892's AVX2 dot products keep one set of 8 lanes per output for a whole
  * super-block: each 32 elements' byte pair sums (vpmaddubsw) are multiplied
  * by their sub-block's scale into the lanes (vpmaddwd) and added, and only
  * then converted and fused with d_w d_a. Row pair p of a group: the low
  * 128 bits of a register row 2 p, the high ones row 2 p + 1; the register of
- * half h of a chunk's 32 elements holds lanes 4 h ..4 h + 3. */
+ * half h of a chunk's 32 elements holds lanes 4 h ..4 h + 3. What each type
+ * adds is said at pa_kq_quants and pa_kq_run. */
+
+enum pa_kq { PA_Q2_K, PA_Q3_K, PA_Q4_K, PA_Q5_K, PA_Q6_K };
+
+static inline size_t pa_kq_hdr(enum pa_kq kind) { return kind == PA_Q3_K || kind == PA_Q6_K ? 72 : 80; }
+static inline size_t pa_kq_q(enum pa_kq kind) {
+    return kind == PA_Q2_K ? 256 : kind == PA_Q3_K ? 384 : kind == PA_Q4_K ? 512 : kind == PA_Q5_K ? 640 : 768;
+}
 
 /* The rows' byte scales at sc (sc[row], 4 bytes: the layouts' sc[chunk][row])
  * as words for row pair p: row 2 p's in the low 8 words, 2 p + 1's in the
@@ -236,50 +238,125 @@ PA_FN __m256i pa_pair_scale_words(const uint8_t *sc, int p, bool is_signed) {
     return is_signed ? _mm256_srai_epi16(w, 8) : w;
 }
 
-/* Q6_K: row pair p's quants (0..63, unsigned) of chunks 4 n + k, k =
- * 0..3, elements 16 h ..16 h + 15, from the layout's piece 2 n + h: the
- * nibbles and the high bits joined. */
-PA_FN void pa_q6_K_quants(const uint8_t *piece, int p, __m256i u[4]) {
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
-    const __m256i n02 = pa_load(piece + 32 * p), n13 = pa_load(piece + 64 + 32 * p), qh = pa_load(piece + 128 + 32 * p);
-    u[0] = _mm256_or_si256(_mm256_and_si256(n02, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-    u[1] = _mm256_or_si256(_mm256_and_si256(n13, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-    u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n02, 4), m4), _mm256_and_si256(qh, m30));
-    u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n13, 4), m4),
-                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+/* Bit b of every byte of v moved to bit `to` (word shifts: the mask keeps each byte's own). */
+PA_FN __m256i pa_bit_to(__m256i v, int b, int to, __m256i mask) {
+    const __m256i m = b < to ? _mm256_slli_epi16(v, to - b) : b > to ? _mm256_srli_epi16(v, b - to) : v;
+    return _mm256_and_si256(m, mask);
 }
 
-/* Q4_K's mins of row pair p of group g against tile column c: per row
- * 4 lanes (lane k: mins 2 k, 2 k + 1 times the column's pair sums) fused
- * with -(d_a dmin) per super-block, then (m0 + m2) + (m1 + m3), which b1892
- * adds to the lanes' sum last (in dwords 0 and 4). */
-PA_FN __m256 pa_q4_K_mins(const struct pk_tile *t, int g, int p, int c) {
+/* Row pair p's unsigned quants of chunks ch = 4 n + k (k = 0..3), elements
+ * 16 h ..16 h + 15 of each:
+ *   Q4_K, Q5_K: the nibbles of pieces 2 j + h, j = 2 n, 2 n + 1 (low:
+ *     chunk 2 j, high: 2 j + 1); Q5_K adds 16 where bit ch of its high
+ *     bits (q + 512 + 64 h) is set.
+ *   Q6_K: 0..63, the nibbles and high bits of piece 2 n + h joined (the -32
+ *     comes back through the activations' m32).
+ *   Q3_K: 8 (q + 4), q = -4..3 (its 2 low bits of piece 2 n + h, and the
+ *     high bit ch of q + 256 + 64 h, set for q >= 0): with m32 taken off,
+ *     the lanes come out as 8 times b1892's, exactly, shifted back later.
+ *   Q2_K: 0..3, the 2-bit fields of piece 2 n + h. */
+PA_FN void pa_kq_quants(enum pa_kq kind, const uint8_t *q, int n, int h, int p, __m256i u[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    if (kind == PA_Q4_K || kind == PA_Q5_K) {
+        PA_UNROLL
+        for (int jj = 0; jj < 2; jj++) {
+            const __m256i z = pa_load(q + 64 * (2 * (2 * n + jj) + h) + 32 * p);
+            u[2 * jj] = _mm256_and_si256(z, m4);
+            u[2 * jj + 1] = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
+        }
+        if (kind == PA_Q5_K) {
+            const __m256i qh = pa_load(q + 512 + 64 * h + 32 * p), bit4 = _mm256_set1_epi8(0x10);
+            PA_UNROLL
+            for (int k = 0; k < 4; k++) u[k] = _mm256_or_si256(u[k], pa_bit_to(qh, 4 * n + k, 4, bit4));
+        }
+    } else if (kind == PA_Q6_K) {
+        const uint8_t *piece = q + 192 * (2 * n + h);
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        const __m256i n02 = pa_load(piece + 32 * p), n13 = pa_load(piece + 64 + 32 * p);
+        const __m256i qh = pa_load(piece + 128 + 32 * p);
+        u[0] = _mm256_or_si256(_mm256_and_si256(n02, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        u[1] = _mm256_or_si256(_mm256_and_si256(n13, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        u[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n02, 4), m4), _mm256_and_si256(qh, m30));
+        u[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(n13, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    } else {
+        const __m256i z = pa_load(q + 64 * (2 * n + h) + 32 * p);
+        if (kind == PA_Q2_K) {
+            PA_UNROLL
+            for (int k = 0; k < 4; k++) u[k] = _mm256_and_si256(_mm256_srli_epi16(z, 2 * k), _mm256_set1_epi8(3));
+        } else {
+            const __m256i hm = pa_load(q + 256 + 64 * h + 32 * p);
+            PA_UNROLL
+            for (int k = 0; k < 4; k++) {
+                u[k] = _mm256_or_si256(pa_bit_to(z, 2 * k, 3, _mm256_set1_epi8(0x18)),
+                                       pa_bit_to(hm, 4 * n + k, 5, _mm256_set1_epi8(0x20)));
+            }
+        }
+    }
+}
+
+/* The scale words of chunk ch, half h for row pair p: Q4_K, Q5_K 6-bit
+ * per 32 elements; Q6_K, Q3_K signed per 16 (Q3_K's less its bias 32 in
+ * the layout); Q2_K the low nibbles per 16. */
+PA_FN __m256i pa_kq_scales(enum pa_kq kind, const uint8_t *hdr, int ch, int h, int p) {
+    if (kind == PA_Q4_K || kind == PA_Q5_K) return pa_pair_scale_words(hdr + 16 + 4 * ch, p, false);
+    const uint8_t *sc = hdr + 8 + 4 * (2 * ch + h);
+    if (kind == PA_Q2_K) return _mm256_and_si256(pa_pair_scale_words(sc, p, false), _mm256_set1_epi16(0x0F));
+    return pa_pair_scale_words(sc, p, true);
+}
+
+/* Q2_K's min lanes of a block for row pair p, lanes 4 h ..4 h + 3 (its
+ * 16-groups 8 h ..8 h + 7): lane k of a row, mins 2 k, 2 k + 1 (the high
+ * nibbles of the scale bytes) times the column's 16-sums. */
+PA_FN __m256i pa_q2_K_mins(const uint8_t *hdr, int p, int h, const struct pk_act_q8kx *a) {
+    /* the groups' bytes of rows 2 p, 2 p + 1 (sc[j][row] at 8 + 4 j), row by row, as words */
+    const __m256i sc = pa_load(hdr + 8 + 32 * h);
+    const char r0 = (char)(2 * p), r1 = (char)(2 * p + 1);
+    const __m256i rows = _mm256_shuffle_epi8(
+        sc, _mm256_setr_epi8(r0, r0 + 4, r0 + 8, r0 + 12, r1, r1 + 4, r1 + 8, r1 + 12, 0, 0, 0, 0, 0, 0, 0, 0, r0, r0 + 4,
+                             r0 + 8, r0 + 12, r1, r1 + 4, r1 + 8, r1 + 12, 0, 0, 0, 0, 0, 0, 0, 0));
+    const __m256i ordered = _mm256_permutevar8x32_epi32(rows, _mm256_setr_epi32(0, 4, 1, 5, 2, 3, 6, 7));
+    const __m256i mins = _mm256_srli_epi16(_mm256_cvtepu8_epi16(_mm256_castsi256_si128(ordered)), 4);
+    return _mm256_madd_epi16(mins, pa_load(a->bsums[h]));
+}
+
+/* Q4_K's and Q5_K's mins of row pair p of group g against tile column c,
+ * in dwords 0 and 4: per row 4 lanes (lane k: mins 2 k, 2 k + 1 times the
+ * column's pair sums) fused with -(d_a dmin) per super-block and reduced
+ * as (m0 + m2) + (m1 + m3) (Q4_K), or their integer sum fused into a
+ * scalar (Q5_K); b1892 adds either to the lanes' sum last. */
+PA_FN __m256 pa_k4_mins(const struct pk_tile *t, enum pa_kq kind, int g, int p, int c) {
     __m256 acc_m = _mm256_setzero_ps();
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8kx *a = (const struct pk_act_q8kx *)t->act + i * PK_COLS_K + c;
         const uint8_t *hdr = t->hdr + (size_t)g * t->group_bytes + 80 * (size_t)i;
         const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(hdr + 48 + 16 * p)));
+        __m256i m = _mm256_madd_epi16(mn, pa_load(a->bpairs));
+        if (kind == PA_Q5_K) {
+            m = _mm256_add_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
+            m = _mm256_add_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
+        }
         const __m128 dmin = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(hdr + 8)));
         const __m256 dm = _mm256_mul_ps(pa_pair_scales(dmin, p), _mm256_loadu_ps(a->d));
-        acc_m = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(_mm256_madd_epi16(mn, pa_load(a->bpairs))), acc_m);
+        acc_m = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(m), acc_m);
     }
+    if (kind == PA_Q5_K) return acc_m;
     const __m256 s = _mm256_add_ps(acc_m, _mm256_permute_ps(acc_m, _MM_SHUFFLE(1, 0, 3, 2)));
     return _mm256_add_ps(s, _mm256_permute_ps(s, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
-/* Row pairs [P0, P0 + NP) of group g x C columns from c0 (q6: Q6_K, else
- * Q4_K). Per super-block each output's integer lanes l[h] (lanes 4 h ..),
- * then as b1892: fmaf(d_w d_a, lanes, acc) into acc_lo / acc_hi. Q4_K's
- * mins go through their own accumulator acc_m (lane k of a row: mins 2 k,
- * 2 k + 1 times the column's pair sums, fused with -d_a dmin); they read
- * only the header, so they run as a pass of their own after the lanes'
- * (pa_q4_K_mins: fewer registers live in the main loop). */
-PA_FN void pa_kq_run(const struct pk_tile *t, const bool q6, const int g, const int P0, const int NP, const int C,
-                     const int c0) {
-    const size_t qbytes = q6 ? 768 : 512, hbytes = q6 ? 72 : 80;
+/* Row pairs [P0, P0 + NP) of group g x C columns from c0. Per super-block
+ * each output's integer lanes l[h] (lanes 4 h ..), then as b1892:
+ * fmaf(d_w d_a, lanes, acc) into acc_lo / acc_hi (Q2_K: first its min
+ * lanes fused with -(d_a dmin), as b1892 does). Q4_K's and Q5_K's mins
+ * read only the header, so they run as a pass of their own after the
+ * lanes' (pa_k4_mins: fewer registers live in the main loop). */
+PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g, const int P0, const int NP,
+                     const int C, const int c0) {
+    const size_t qbytes = pa_kq_q(kind), hbytes = pa_kq_hdr(kind);
+    const bool offset = kind == PA_Q6_K || kind == PA_Q3_K; /* the activations' m32 comes off */
     const bool stream = t->ncols == 1;
     const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
-    const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc_lo[2][PA_KQ_COLS], acc_hi[2][PA_KQ_COLS];
     PA_UNROLL
     for (int p = 0; p < NP; p++) {
@@ -302,30 +379,16 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const bool q6, const int g, const 
             for (int h = 0; h < 2; h++) {
                 PA_UNROLL
                 for (int p = 0; p < NP; p++) {
-                    const int P = P0 + p;
-                    /* chunks ch[k] of this half (Q4_K: pieces 2 j + h for j = 2 n, 2 n + 1, low and high
-                     * nibbles: chunks 4 n ..4 n + 3 in order; Q6_K: chunks 4 n + k of piece 2 n + h) */
                     __m256i u[4];
-                    if (q6) {
-                        pa_q6_K_quants(q + 192 * (2 * n + h), P, u);
-                    } else {
-                        PA_UNROLL
-                        for (int jj = 0; jj < 2; jj++) {
-                            const __m256i z = pa_load(q + 64 * (2 * (2 * n + jj) + h) + 32 * P);
-                            u[2 * jj] = _mm256_and_si256(z, m4);
-                            u[2 * jj + 1] = _mm256_and_si256(_mm256_srli_epi16(z, 4), m4);
-                        }
-                    }
+                    pa_kq_quants(kind, q, n, h, P0 + p, u);
                     PA_UNROLL
                     for (int k = 0; k < 4; k++) {
                         const int ch = 4 * n + k;
-                        /* Q6_K: a scale per 16 elements (group 2 ch + h); Q4_K: per 32 (chunk ch) */
-                        const __m256i sw = q6 ? pa_pair_scale_words(hdr + 8 + 4 * (2 * ch + h), P, true)
-                                              : pa_pair_scale_words(hdr + 16 + 4 * ch, P, false);
+                        const __m256i sw = pa_kq_scales(kind, hdr, ch, h, P0 + p);
                         PA_UNROLL
                         for (int c = 0; c < C; c++) {
                             __m256i pairs = _mm256_maddubs_epi16(u[k], pa_load(a[c].qs[ch][h]));
-                            if (q6) pairs = _mm256_sub_epi16(pairs, pa_load(a[c].m32[ch][h]));
+                            if (offset) pairs = _mm256_sub_epi16(pairs, pa_load(a[c].m32[ch][h]));
                             l[p][c][h] = _mm256_add_epi32(l[p][c][h], _mm256_madd_epi16(pairs, sw));
                         }
                     }
@@ -338,7 +401,20 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const bool q6, const int g, const 
             const __m256 dw = pa_pair_scales(d4, P0 + p);
             PA_UNROLL
             for (int c = 0; c < C; c++) {
-                const __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(a[c].d));
+                const __m256 dy = _mm256_loadu_ps(a[c].d);
+                if (kind == PA_Q2_K) {
+                    const __m128 dmin4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(hdr + 72)));
+                    const __m256 dm = _mm256_mul_ps(pa_pair_scales(dmin4, P0 + p), dy);
+                    acc_lo[p][c] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(pa_q2_K_mins(hdr, P0 + p, 0, &a[c])),
+                                                    acc_lo[p][c]);
+                    acc_hi[p][c] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(pa_q2_K_mins(hdr, P0 + p, 1, &a[c])),
+                                                    acc_hi[p][c]);
+                }
+                if (kind == PA_Q3_K) {
+                    l[p][c][0] = _mm256_srai_epi32(l[p][c][0], 3);
+                    l[p][c][1] = _mm256_srai_epi32(l[p][c][1], 3);
+                }
+                const __m256 d = _mm256_mul_ps(dw, dy);
                 acc_lo[p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l[p][c][0]), acc_lo[p][c]);
                 acc_hi[p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(l[p][c][1]), acc_hi[p][c]);
             }
@@ -350,7 +426,7 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const bool q6, const int g, const 
         PA_UNROLL
         for (int c = 0; c < C; c++) {
             __m256 u = pa_pair_hsum(acc_lo[p][c], acc_hi[p][c]);
-            if (!q6) u = _mm256_add_ps(u, pa_q4_K_mins(t, g, P, c0 + c));
+            if (kind == PA_Q4_K || kind == PA_Q5_K) u = _mm256_add_ps(u, pa_k4_mins(t, kind, g, P, c0 + c));
             pa_store_pair(u, t->dst + (size_t)(c0 + c) * t->dst_stride + PK_ROWS * g, P, t->nrows - PK_ROWS * g);
         }
     }
@@ -360,28 +436,37 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const bool q6, const int g, const 
  * against PA_KQ_COLS columns at a time (bench_matmul -t 2 --prompt-only,
  * 2048 x 5632 x 512, Zen 3: Q4_K 156-183 GOP/s; both pairs x 1 column
  * 147-158, a pair x 3 columns 156-171). */
-PA_FN void pa_kq_tile(const struct pk_tile *t, const bool q6) {
+PA_FN void pa_kq_tile(const struct pk_tile *t, const enum pa_kq kind) {
     if (t->ncols == 1) {
-        for (int g = 0; g < t->ngroups; g++) pa_kq_run(t, q6, g, 0, 2, 1, 0);
+        for (int g = 0; g < t->ngroups; g++) pa_kq_run(t, kind, g, 0, 2, 1, 0);
         return;
     }
     for (int c0 = 0; c0 < t->ncols; c0 += PA_KQ_COLS) {
         for (int p = 0; p < 2 && 2 * p < t->nrows; p++) {
-            if (t->ncols - c0 >= 2) pa_kq_run(t, q6, 0, p, 1, 2, c0);
-            else pa_kq_run(t, q6, 0, p, 1, 1, c0);
+            if (t->ncols - c0 >= 2) pa_kq_run(t, kind, 0, p, 1, 2, c0);
+            else pa_kq_run(t, kind, 0, p, 1, 1, c0);
         }
     }
 }
 
-PA_KERNEL void pa_q4_K_tile(const struct pk_tile *t) { pa_kq_tile(t, false); }
-PA_KERNEL void pa_q6_K_tile(const struct pk_tile *t) { pa_kq_tile(t, true); }
+PA_KERNEL void pa_q2_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q2_K); }
+PA_KERNEL void pa_q3_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q3_K); }
+PA_KERNEL void pa_q4_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q4_K); }
+PA_KERNEL void pa_q5_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q5_K); }
+PA_KERNEL void pa_q6_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q6_K); }
 
 static const struct pk_kernels pa_kernels = {
     .isa = PK_ISA_AVX2,
     .fast = false,
     .q4_0 = pa_q4_0_tile,
     .q8_0 = pa_q8_0_tile,
+    .q5_0 = pa_q5_0_tile,
+    .q4_1 = pa_q4_1_tile,
+    .q5_1 = pa_q5_1_tile,
+    .q2_K = pa_q2_K_tile,
+    .q3_K = pa_q3_K_tile,
     .q4_K = pa_q4_K_tile,
+    .q5_K = pa_q5_K_tile,
     .q6_K = pa_q6_K_tile,
 };
 

@@ -90,7 +90,7 @@
  *     pieces never cross a cache line); for the AVX2 kernels struct
  *     pk_act_q8x.
  *   Q2_K, Q3_K, Q4_K, Q5_K, Q6_K: struct pk_act_q8k; for the AVX2 kernels
- *     (Q4_K, Q6_K) struct pk_act_q8kx.
+ *     struct pk_act_q8kx.
  *   Q4_0, Q8_0 in fast mode: struct pk_act_q8f, or with AMX and many
  *     columns (pk_amx_kernel) struct pk_act_amx, a whole block of a tile;
  *     Q4_K in fast mode: struct pk_act_q8k (its qs, bpairs and d); Q6_K in
@@ -138,8 +138,9 @@ struct pk_act_q8x {
     int8_t qs[2][32];      /* [h]: elements 16 h ..16 h + 15, twice */
     int32_t corr[2][8];    /* [h]: pk_act_q8's corr[4 h ..4 h + 3], twice */
     float d[8];
+    float s[8];            /* Q8_1's s */
 };
-_Static_assert(sizeof(struct pk_act_q8x) == 160, "pk_act_q8x record");
+_Static_assert(sizeof(struct pk_act_q8x) == 192, "pk_act_q8x record");
 
 /* One Q8_0 block of a column for the fast-mode kernels: corr = -bias *
  * (qs[0] + .. + qs[31]), bias 8 for Q4_0 and 128 for Q8_0 (what the
@@ -220,13 +221,14 @@ struct pk_act_q8k {
 };
 _Static_assert(sizeof(struct pk_act_q8k) % 64 == 0, "pk_act_q8k records are cache-line sized");
 
-/* One Q8_K block of a column for the AVX2 k-quant kernels (Q4_K, Q6_K):
+/* One Q8_K block of a column for the AVX2 k-quant kernels:
  * every operand a plain 256-bit load, as pk_act_q8x's. */
 struct pk_act_q8kx {
     int8_t qs[8][2][32];       /* [c][h]: elements 32 c + 16 h ..+15, twice */
-    int16_t m32[8][2][16];     /* Q6_K: 32 (q[2 e] + q[2 e + 1]) of the same elements as words, twice: what
-                                * b1892 takes off the unsigned quants' pair sums (their -32) */
-    int16_t bpairs[16];        /* Q4_K mins: pk_act_q8k's bpairs, twice */
+    int16_t m32[8][2][16];     /* Q6_K, Q3_K: 32 (q[2 e] + q[2 e + 1]) of the same elements as words,
+                                * twice: what comes off the unsigned quants' pair sums (their -32) */
+    int16_t bpairs[16];        /* Q4_K, Q5_K mins: pk_act_q8k's bpairs, twice */
+    int16_t bsums[2][16];      /* Q2_K mins: [h]: the 16-sums 8 h ..8 h + 7, twice */
     float d[8];
 };
 _Static_assert(sizeof(struct pk_act_q8kx) % 64 == 0, "pk_act_q8kx records are cache-line sized");
