@@ -31,7 +31,7 @@ static inline bool golden_fast_affects(const char *model_path) {
     for (int64_t i = 0; r && i < gguf_n_tensors(r); i++) {
         if (!strcmp(gguf_tensor(r, i)->name, "output.weight")) continue;
         const enum ggml_type t = gguf_tensor(r, i)->type;
-        affected |= t == GGML_TYPE_Q4_0 || t == GGML_TYPE_Q8_0 || t == GGML_TYPE_Q4_K || t == GGML_TYPE_Q6_K;
+        affected |= cpu_fast_mode_type(t);
     }
     if (r) gguf_close(r);
     return affected;

@@ -11,15 +11,17 @@
  * quantized from random floats or random quant bytes (every quant value) or
  * at the extremes (the integer sums at their bounds),
  * 1-3 threads; with AMX (the products of enough columns) or without
- * (LLAMAC_AMX=0, a second ctest entry). The mode is set here before
- * anything reads it; without its kernels (no AVX-512 VNNI, or
- * LLAMAC_SIMD=scalar) the test is skipped.
+ * (LLAMAC_AMX=0, a second ctest entry); on AVX2 (without AVX-512 VNNI, or
+ * under LLAMAC_SIMD=avx2: a third), where the mode covers Q4_0 and Q8_0.
+ * The mode is set here before anything reads it; without its kernels
+ * (neither set, or LLAMAC_SIMD=scalar) the test is skipped.
  */
 #include "test_util.h"
 #include "quant_test_util.h"
 
 #include "backend/cpu/cpu_compute.h"
 #include "backend/cpu/cpu_packed.h"
+#include "core/cpu_features.h"
 #include "quant/quant.h"
 #include "quant/quant_blocks.h"
 #include "tensor/tensor.h"
@@ -58,10 +60,11 @@ static void fill_weight(struct tensor *w, enum fill fill) {
 }
 
 /* What an output must be in the fast mode: cpu_fast_mode_dot for the
- * types it changes, the scalar reference (b1892's) for the others, whose
- * exact kernels run in this mode too. */
+ * types it changes on this CPU, the scalar reference (b1892's) for the
+ * others, whose exact kernels run in this mode too (on AVX2 Q4_K and Q6_K
+ * among them). */
 static float mode_dot(enum ggml_type type, int64_t k, const void *row, const void *colq) {
-    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K) {
+    if (cpu_fast_mode_type(type)) {
         return cpu_fast_mode_dot(type, k, row, colq);
     }
     float s;
@@ -190,13 +193,15 @@ int main(void) {
     setenv("LLAMAC_MATMUL", "fast", 1);
     check_definition();
     if (!cpu_fast_matmul_active()) {
-        printf("fast matrix-product mode not available here (needs AVX-512 VNNI, not LLAMAC_SIMD=scalar)\n");
+        printf("fast matrix-product mode not available here (needs AVX2 or AVX-512 VNNI, not LLAMAC_SIMD=scalar)\n");
         test_finish("test_fast_matmul");
         return 77;
     }
     /* on an AMX machine its kernels take the products of enough columns;
      * ctest runs this again with LLAMAC_AMX=0 for the AVX-512 ones */
-    printf("  products of many columns on %s\n", cpu_fast_matmul_amx() ? "AMX tiles" : "AVX-512");
+    printf("  products of many columns on %s\n", cpu_fast_matmul_amx()                  ? "AMX tiles"
+                                                 : cpu_features_get()->avx512vnni ? "AVX-512"
+                                                                                  : "AVX2");
     struct cpu_threadpool *pool = cpu_threadpool_new(3);
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_Q6_K };
     for (size_t t = 0; t < sizeof types / sizeof types[0]; t++) {
@@ -230,7 +235,8 @@ int main(void) {
         check_shape(pool, types[t], 2048, 37, 1, FILL_EXTREME);
         check_shape(pool, types[t], 5376, 35, 11, FILL_EXTREME);
         n += 5;
-        printf("  %-5s %d shapes checked against cpu_fast_mode_dot\n", type_name(types[t]), n);
+        printf("  %-5s %d shapes checked against %s\n", type_name(types[t]), n,
+               cpu_fast_mode_type(types[t]) ? "cpu_fast_mode_dot" : "the reference (its exact kernels here)");
     }
     /* the types this mode leaves exact, on their kernels in a fast-mode process; and mixtures of experts */
     static const enum ggml_type exact[] = { GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,

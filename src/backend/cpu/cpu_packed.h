@@ -79,6 +79,10 @@ struct cpu_task;
 /* Whether the fast mode is on: asked for (LLAMAC_MATMUL=fast) and this CPU
  * has its kernels. */
 bool cpu_fast_matmul_active(void);
+/* Whether products of `type` take the fast mode's arithmetic: the mode is
+ * on and covers the type (Q4_0, Q8_0; Q4_K and Q6_K where the CPU has
+ * those kernels too: AVX-512). */
+bool cpu_fast_mode_type(enum ggml_type type);
 /* Whether the fast mode runs its products of many columns on AMX tiles
  * (Intel, not LLAMAC_AMX=0, the kernel permitting). */
 bool cpu_fast_matmul_amx(void);

@@ -455,9 +455,113 @@ PA_KERNEL void pa_q4_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q4_K); }
 PA_KERNEL void pa_q5_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q5_K); }
 PA_KERNEL void pa_q6_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q6_K); }
 
+/* ---- fast mode: Q4_0, Q8_0 (cpu_packed.h; groups of 16 rows) ------------------------------
+ * A register holds 4 quants of each of 8 rows (half hh of the layout's
+ * 64-byte step: rows 8 hh ..8 hh + 7), against the column's 4 activation
+ * bytes in every dword. Q4_0: vpmaddubsw's word pair sums of all 8 steps
+ * of a block are added as words (at most 8 x 2 x 15 x 127 = 30480), then
+ * one vpmaddwd with ones gives each row's block sum of the unsigned
+ * nibbles, the column's correction takes the 8 back out. Q8_0 (stored +
+ * 128): the signed quants (xor 0x80), |q| against the activations with q's
+ * sign as b1892 does (a word pair can reach 2 x 128 x 127, so each step
+ * goes to dwords). Then, per block, cpu_fast_mode_dot's convert, d_w d_a
+ * and FMA; the accumulators are the outputs. */
+
+/* Columns a fast-mode pass takes: every register but the step's weights
+ * and one broadcast holds a row half's sums or accumulator of a column. */
+#define PA_FAST_COLS_Q4 3
+#define PA_FAST_COLS_Q8 2
+
+PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, const int C, const int c0) {
+    const size_t qbytes = q4 ? 256 : 512;
+    const bool stream = t->ncols == 1;
+    const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
+    const __m256i m4 = _mm256_set1_epi8(0x0F), sign = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256 acc[2][PA_FAST_COLS_Q4];
+    PA_UNROLL
+    for (int c = 0; c < C; c++) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST + c0;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, stream, hdr_ahead, &hdr);
+        __m256i sum[2][PA_FAST_COLS_Q4];
+        PA_UNROLL
+        for (int c = 0; c < C; c++) sum[0][c] = sum[1][c] = _mm256_setzero_si256();
+        PA_UNROLL
+        for (int j = 0; j < 8; j++) {
+            __m256i w[2], ws[2];
+            PA_UNROLL
+            for (int hh = 0; hh < 2; hh++) {
+                if (q4) {
+                    const __m256i z = pa_load(q + 64 * (j % 4) + 32 * hh);
+                    w[hh] = _mm256_and_si256(j < 4 ? z : _mm256_srli_epi16(z, 4), m4);
+                } else {
+                    ws[hh] = _mm256_xor_si256(pa_load(q + 64 * j + 32 * hh), sign);
+                    w[hh] = _mm256_sign_epi8(ws[hh], ws[hh]);
+                }
+            }
+            PA_UNROLL
+            for (int c = 0; c < C; c++) {
+                int32_t y4;
+                memcpy(&y4, a[c].qs + 4 * j, 4);
+                const __m256i y = _mm256_set1_epi32(y4);
+                PA_UNROLL
+                for (int hh = 0; hh < 2; hh++) {
+                    if (q4) {
+                        sum[hh][c] = _mm256_add_epi16(sum[hh][c], _mm256_maddubs_epi16(w[hh], y));
+                    } else {
+                        const __m256i p = _mm256_maddubs_epi16(w[hh], _mm256_sign_epi8(y, ws[hh]));
+                        sum[hh][c] = _mm256_add_epi32(sum[hh][c], _mm256_madd_epi16(p, ones));
+                    }
+                }
+            }
+        }
+        PA_UNROLL
+        for (int hh = 0; hh < 2; hh++) {
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hdr + 16 * hh)));
+            PA_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m256i isum = q4 ? _mm256_add_epi32(_mm256_madd_epi16(sum[hh][c], ones), _mm256_set1_epi32(a[c].corr))
+                                        : sum[hh][c];
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a[c].d));
+                acc[hh][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc[hh][c]);
+            }
+        }
+    }
+    PA_UNROLL
+    for (int hh = 0; hh < 2; hh++) {
+        const int row0 = PK_FAST_ROWS * g + 8 * hh, left = t->nrows - row0;
+        if (left <= 0) continue;
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        PA_UNROLL
+        for (int c = 0; c < C; c++) _mm256_maskstore_ps(t->dst + (size_t)(c0 + c) * t->dst_stride + row0, mask, acc[hh][c]);
+    }
+}
+
+/* One column: the call's groups one after the other; more: the tile's
+ * columns PA_FAST_COLS_Q4 (Q8_0: PA_FAST_COLS_Q8) at a time. */
+PA_FN void pa_fast_tile(const struct pk_tile *t, const bool q4) {
+    if (t->ncols == 1) {
+        for (int g = 0; g < t->ngroups; g++) pa_fast_run(t, q4, g, 1, 0);
+        return;
+    }
+    const int step = q4 ? PA_FAST_COLS_Q4 : PA_FAST_COLS_Q8;
+    for (int c0 = 0; c0 < t->ncols; c0 += step) {
+        const int left = t->ncols - c0;
+        if (q4 && left >= 3) pa_fast_run(t, q4, 0, 3, c0);
+        else if (left >= 2) pa_fast_run(t, q4, 0, 2, c0);
+        else pa_fast_run(t, q4, 0, 1, c0);
+    }
+}
+_Static_assert(PA_FAST_COLS_Q4 == 3 && PA_FAST_COLS_Q8 == 2, "pa_fast_tile's cases");
+
+PA_KERNEL void pa_q4_0_fast_tile(const struct pk_tile *t) { pa_fast_tile(t, true); }
+PA_KERNEL void pa_q8_0_fast_tile(const struct pk_tile *t) { pa_fast_tile(t, false); }
+
 static const struct pk_kernels pa_kernels = {
     .isa = PK_ISA_AVX2,
     .fast = false,
+    .fast_k = false,
     .q4_0 = pa_q4_0_tile,
     .q8_0 = pa_q8_0_tile,
     .q5_0 = pa_q5_0_tile,
@@ -470,13 +574,25 @@ static const struct pk_kernels pa_kernels = {
     .q6_K = pa_q6_K_tile,
 };
 
-const struct pk_kernels *pk_kernels_avx2(void) {
+/* The fast mode: Q4_0 and Q8_0 on their fast kernels, the k-quants on the exact ones. */
+const struct pk_kernels *pk_kernels_avx2(bool fast) {
     const struct cpu_features *f = cpu_features_get();
-    return f->avx2 && f->fma && f->f16c ? &pa_kernels : NULL;
+    if (!f->avx2 || !f->fma || !f->f16c) return NULL;
+    static struct pk_kernels kernels; /* called once (pk_kernels in cpu_packed.c) */
+    kernels = pa_kernels;
+    if (fast) {
+        kernels.fast = true;
+        kernels.q4_0 = pa_q4_0_fast_tile;
+        kernels.q8_0 = pa_q8_0_fast_tile;
+    }
+    return &kernels;
 }
 
 #else
 
-const struct pk_kernels *pk_kernels_avx2(void) { return NULL; }
+const struct pk_kernels *pk_kernels_avx2(bool fast) {
+    (void)fast;
+    return NULL;
+}
 
 #endif

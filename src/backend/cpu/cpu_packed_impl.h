@@ -460,7 +460,9 @@ enum pk_isa {
  * A NULL kernel leaves its type unpacked (the reference path). */
 struct pk_kernels {
     enum pk_isa isa;
-    bool fast;             /* the table has the fast mode's kernels (else LLAMAC_MATMUL=fast changes nothing) */
+    bool fast;             /* the table has the fast mode's Q4_0 and Q8_0 kernels (else LLAMAC_MATMUL=fast
+                            * changes nothing) */
+    bool fast_k;           /* ... and its Q4_K and Q6_K ones (else those keep their exact kernels) */
     pk_tile_fn q4_0, q8_0, q5_0, q4_1, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K;
     pk_f16_item_fn f16;
     pk_iq2_decode_fn iq2_decode;
@@ -474,8 +476,8 @@ struct pk_kernels {
 /* The micro-kernels this CPU runs in the given mode, or NULL (cpu_packed_x86.c:
  * AVX-512 VNNI's, else AVX2's). */
 const struct pk_kernels *pk_kernels_x86(bool fast);
-/* The AVX2 (+ FMA, F16C) table, or NULL without those (cpu_packed_avx2.c). */
-const struct pk_kernels *pk_kernels_avx2(void);
+/* The AVX2 (+ FMA, F16C) table in the given mode, or NULL without those (cpu_packed_avx2.c). */
+const struct pk_kernels *pk_kernels_avx2(bool fast);
 /* The AVX2 table's F16 work item (cpu_packed_avx2_f16.c). */
 void pk_f16_item_avx2(const struct pk_f16_item *it);
 
