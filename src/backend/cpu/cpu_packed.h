@@ -8,27 +8,31 @@
  * integer lane sums are exact, and the float operations per output (one
  * fused multiply-add per lane and block, in block order, then b1892's
  * reduction) are the scalar ones. The tiles only compute many outputs at
- * once: a 512-bit register holds the lanes of several rows.
+ * once: a 512-bit register holds the lanes of several rows (a 256-bit one
+ * those of a row pair).
  *
- * Packed weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K;
- * on x86-64 with AVX-512 VNNI): rows in groups of 4 (16 for Q4_0, and in
- * the fast mode, below), each block's rows side by
- * side so that one load feeds vpdpbusd without shuffles (see
- * cpu_packed_impl.h). The packed copy lives in anonymous memory (its own, or
- * a model's arena), described by the tensor's `extra`; the file's layout on
- * disk is unchanged. F16 weights (32 | k) keep the file's layout but are
- * copied as they are into the same kind of memory: huge pages, which
- * stream faster than the mapped file's 4 KiB pages. IQ2_XXS / IQ2_XS
- * weights are not packed: products of more than one column decode 32 rows at a time into scaled 16-bit values, and
- * with AVX-512 VBMI and GFNI products of one to 12 columns look up the grid
- * for 64 groups at once, both with b1892's integer lanes and float operations
- * (cpu_packed_impl.h).
+ * Packed weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K,
+ * Q6_K; on x86-64 with AVX-512 VNNI, or with AVX2 + FMA + F16C: two tables
+ * of kernels, cpu_packed_x86.c and cpu_packed_avx2.c): rows in groups of 4
+ * (with AVX-512 16 for Q4_0, and in the fast mode, below), each block's
+ * rows side by side so that one load feeds vpdpbusd (AVX2: vpmaddubsw)
+ * without shuffles (see cpu_packed_impl.h). The packed copy lives in
+ * anonymous memory (its own, or a model's arena), described by the
+ * tensor's `extra`; the file's layout on disk is unchanged. F16 weights
+ * (32 | k) keep the file's layout but are copied as they are into the same
+ * kind of memory: huge pages, which stream faster than the mapped file's
+ * 4 KiB pages. IQ2_XXS / IQ2_XS weights are not packed (and without AVX-512
+ * keep the row kernels): products of more than one column decode 32 rows at
+ * a time into scaled 16-bit values, and with AVX-512 VBMI and GFNI products
+ * of one to 12 columns look up the grid for 64 groups at once, both with
+ * b1892's integer lanes and float operations (cpu_packed_impl.h).
  * Under LLAMAC_SIMD=scalar nothing is packed and every product takes the
  * reference path.
  *
  * Fast mode (opt-in, LLAMAC_MATMUL=fast; see cpu_features.h): Q4_0, Q8_0,
- * Q4_K and Q6_K products drop b1892's 8 float lanes per output, whose float
- * operations per block cap prompts at a quarter of the int8-dot peak. Its
+ * Q4_K and Q6_K products (with AVX2 alone Q4_0 and Q8_0: cpu_fast_mode_type)
+ * drop b1892's 8 float lanes per output, whose float operations per block
+ * cap prompts at a quarter of the int8-dot peak. Its
  * arithmetic, for output (row, column) with the column quantized to Q8_0 as
  * on the exact path (same blocks, same scales):
  *

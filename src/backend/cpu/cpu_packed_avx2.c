@@ -10,9 +10,18 @@
  * pairs into words) and vpmaddwd with ones (word pairs into the dwords);
  * they are exact (no word can saturate with these operands). Then, as in
  * the reference, one vcvtdq2ps and one vfmadd231ps per lane register and
- * block, with the rows' scales times the column's, and at the end lane k
- * onto k + 4 and hsum_float_8 per row: the reference's float operations,
- * so the results are its bits.
+ * block (k-quants: per super-block, their sub-block scales applied to the
+ * integer lanes by vpmaddwd), with the rows' scales times the column's, and
+ * at the end lane k onto k + 4 and hsum_float_8 per row: the reference's
+ * float operations, so the results are its bits. The fast mode's Q4_0 and
+ * Q8_0 tiles (its own arithmetic, cpu_packed.h) hold 8 rows a register
+ * instead. Each section says what its types add.
+ *
+ * Zen 3, for which these were tuned: 16 ymm registers, vpmaddubsw and
+ * vpmaddwd on the same two pipes, FMAs on two others, and about two loads
+ * a cycle (plain, memory operands and broadcasts alike): the column records
+ * hold every operand as a whole 256-bit load, and each tile keeps as many
+ * accumulators as the registers allow without spilling.
  */
 #include "backend/cpu/cpu_packed_impl.h"
 
@@ -21,7 +30,6 @@
 #include <string.h>
 
 #include "core/cpu_features.h"
-#include "quant/quant_blocks.h"
 
 #define PA_TARGET "avx2,fma,f16c"
 #define PA_FN static inline __attribute__((target(PA_TARGET), always_inline))
@@ -29,9 +37,6 @@
 /* Loops over a tile's rows and columns are unrolled even at -O2 (the Ruby
  * gem's build): their accumulators must live in registers. */
 #define PA_UNROLL _Pragma("GCC unroll 16")
-
-/* Columns a k-quant kernel pass takes (pa_kq_tile). */
-#define PA_KQ_COLS 2
 
 PA_FN __m256i pa_load(const void *p) { return _mm256_loadu_si256((const __m256i *)p); }
 
@@ -216,6 +221,9 @@ PA_KERNEL void pa_q5_1_tile(const struct pk_tile *t) { pa_legacy_tile(t, PA_Q5_1
  * adds is said at pa_kq_quants and pa_kq_run. */
 
 enum pa_kq { PA_Q2_K, PA_Q3_K, PA_Q4_K, PA_Q5_K, PA_Q6_K };
+
+/* Columns a k-quant kernel pass takes (pa_kq_tile). */
+#define PA_KQ_COLS 2
 
 static inline size_t pa_kq_hdr(enum pa_kq kind) { return kind == PA_Q3_K || kind == PA_Q6_K ? 72 : 80; }
 static inline size_t pa_kq_q(enum pa_kq kind) {
@@ -562,6 +570,7 @@ static const struct pk_kernels pa_kernels = {
     .isa = PK_ISA_AVX2,
     .fast = false,
     .fast_k = false,
+    .f16 = pk_f16_item_avx2,
     .q4_0 = pa_q4_0_tile,
     .q8_0 = pa_q8_0_tile,
     .q5_0 = pa_q5_0_tile,
