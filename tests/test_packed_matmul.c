@@ -13,7 +13,8 @@
  * copy went stale (its data pointer changed), and the F16 scratch size
  * serving every shorter k.
  * Under LLAMAC_SIMD=scalar nothing is packed and the same comparisons check
- * the reference path.
+ * the reference path; ctest runs it again under LLAMAC_SIMD=avx2, so that
+ * the AVX2 kernels are checked on CPUs with AVX-512 too.
  */
 #include "test_util.h"
 #include "quant_test_util.h"

@@ -79,6 +79,9 @@
  *         without vpdpbusd the products go through vpmaddubsw, whose pair
  *         sums of (q + 128) x a could saturate, so it takes |q| and a with
  *         q's sign, as b1892 does.
+ * In the fast mode they read Q4_0's and Q8_0's PK_FAST_ROWS layouts above
+ * as two halves of 8 rows (the 32 bytes at 32 hh of each 64-byte step);
+ * their Q4_K and Q6_K keep the 4-row layouts and exact kernels.
  *
  * Activations: each column quantized to the weight type's vec_dot_type by
  * the trait table's from_float, exactly as the reference path does, then
