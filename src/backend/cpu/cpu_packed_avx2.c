@@ -440,13 +440,18 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g
     }
 }
 
-/* One column: each group's both row pairs at once; more: a row pair
- * against PA_KQ_COLS columns at a time (bench_matmul -t 2 --prompt-only,
- * 2048 x 5632 x 512, Zen 3: Q4_K 156-183 GOP/s; both pairs x 1 column
- * 147-158, a pair x 3 columns 156-171). */
+/* One column: each group's row pairs one after the other (the second
+ * reads the group from L1; both at once spilled registers: bench_matmul -t
+ * 2 --gen-only 2048 x 5632, Zen 3, Q4_K 25.4-26.5 against 26.5-28.4 GB/s);
+ * more: a row pair against PA_KQ_COLS columns at a time (--prompt-only, 512
+ * columns: Q4_K 156-183 GOP/s; both pairs x 1 column 147-158, a pair x 3
+ * columns 156-171). */
 PA_FN void pa_kq_tile(const struct pk_tile *t, const enum pa_kq kind) {
     if (t->ncols == 1) {
-        for (int g = 0; g < t->ngroups; g++) pa_kq_run(t, kind, g, 0, 2, 1, 0);
+        for (int g = 0; g < t->ngroups; g++) {
+            pa_kq_run(t, kind, g, 0, 1, 1, 0);
+            pa_kq_run(t, kind, g, 1, 1, 1, 0);
+        }
         return;
     }
     for (int c0 = 0; c0 < t->ncols; c0 += PA_KQ_COLS) {
