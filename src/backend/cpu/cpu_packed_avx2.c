@@ -45,11 +45,14 @@ PA_FN __m256i pa_dot4(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
-/* The scales of row pair p of a group (4 halves at hdr): row 2 p in the
- * low 4 lanes, 2 p + 1 in the high. */
-PA_FN __m256 pa_pair_scales(__m128 d4, int p) {
-    const __m256i idx = p == 0 ? _mm256_set_epi32(1, 1, 1, 1, 0, 0, 0, 0) : _mm256_set_epi32(3, 3, 3, 3, 2, 2, 2, 2);
-    return _mm256_permutevar8x32_ps(_mm256_castps128_ps256(d4), idx);
+/* The scales of row pair p of a group (4 halves at h): row 2 p in the low
+ * 4 lanes, 2 p + 1 in the high; the halves spread before they are
+ * converted (vpshufb: vpermps on the floats costs a pipe the products
+ * need; Q4_0 generation 2-3% faster). */
+PA_FN __m256 pa_pair_scales(const uint8_t *h, int p) {
+    const char a0 = (char)(4 * p), a1 = (char)(4 * p + 1), b0 = (char)(4 * p + 2), b1 = (char)(4 * p + 3);
+    const __m128i spread = _mm_setr_epi8(a0, a1, a0, a1, a0, a1, a0, a1, b0, b1, b0, b1, b0, b1, b0, b1);
+    return _mm256_cvtph_ps(_mm_shuffle_epi8(_mm_loadl_epi64((const __m128i *)h), spread));
 }
 
 /* hsum_float_8 of both rows of a pair, lanes 0-3 in lo and 4-7 in hi: lane
@@ -151,12 +154,11 @@ PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, con
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
             const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, stream, hdr_ahead, &hdr);
-            const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)hdr));
             PA_UNROLL
             for (int p = 0; p < NP; p++) {
                 __m256i lo, hi, slo, shi;
                 pa_legacy_weights(kind, q, hdr, P0 + p, &lo, &hi, &slo, &shi);
-                const __m256 dw = pa_pair_scales(d4, P0 + p);
+                const __m256 dw = pa_pair_scales(hdr, P0 + p);
                 PA_UNROLL
                 for (int c = 0; c < C; c++) {
                     const __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(a[c].d));
@@ -165,8 +167,7 @@ PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, con
                     acc_lo[g][p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ilo), acc_lo[g][p][c]);
                     acc_hi[g][p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ihi), acc_hi[g][p][c]);
                     if (mins) {
-                        const __m128 m4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(hdr + 8)));
-                        acc_m[g][p][c] = _mm256_fmadd_ps(pa_pair_scales(m4, P0 + p), _mm256_loadu_ps(a[c].s),
+                        acc_m[g][p][c] = _mm256_fmadd_ps(pa_pair_scales(hdr + 8, P0 + p), _mm256_loadu_ps(a[c].s),
                                                          acc_m[g][p][c]);
                     }
                 }
@@ -344,8 +345,7 @@ PA_FN __m256 pa_k4_mins(const struct pk_tile *t, enum pa_kq kind, int g, int p, 
             m = _mm256_add_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(1, 0, 3, 2)));
             m = _mm256_add_epi32(m, _mm256_shuffle_epi32(m, _MM_SHUFFLE(2, 3, 0, 1)));
         }
-        const __m128 dmin = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(hdr + 8)));
-        const __m256 dm = _mm256_mul_ps(pa_pair_scales(dmin, p), _mm256_loadu_ps(a->d));
+        const __m256 dm = _mm256_mul_ps(pa_pair_scales(hdr + 8, p), _mm256_loadu_ps(a->d));
         acc_m = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(m), acc_m);
     }
     if (kind == PA_Q5_K) return acc_m;
@@ -403,16 +403,14 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g
                 }
             }
         }
-        const __m128 d4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)hdr));
         PA_UNROLL
         for (int p = 0; p < NP; p++) {
-            const __m256 dw = pa_pair_scales(d4, P0 + p);
+            const __m256 dw = pa_pair_scales(hdr, P0 + p);
             PA_UNROLL
             for (int c = 0; c < C; c++) {
                 const __m256 dy = _mm256_loadu_ps(a[c].d);
                 if (kind == PA_Q2_K) {
-                    const __m128 dmin4 = _mm_cvtph_ps(_mm_loadl_epi64((const __m128i *)(hdr + 72)));
-                    const __m256 dm = _mm256_mul_ps(pa_pair_scales(dmin4, P0 + p), dy);
+                    const __m256 dm = _mm256_mul_ps(pa_pair_scales(hdr + 72, P0 + p), dy);
                     acc_lo[p][c] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(pa_q2_K_mins(hdr, P0 + p, 0, &a[c])),
                                                     acc_lo[p][c]);
                     acc_hi[p][c] = _mm256_fnmadd_ps(dm, _mm256_cvtepi32_ps(pa_q2_K_mins(hdr, P0 + p, 1, &a[c])),
