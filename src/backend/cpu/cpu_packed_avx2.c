@@ -398,6 +398,7 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g
                             __m256i pairs = _mm256_maddubs_epi16(u[k], pa_load(a[c].qs[ch][h]));
                             if (offset) pairs = _mm256_sub_epi16(pairs, pa_load(a[c].m32[ch][h]));
                             l[p][c][h] = _mm256_add_epi32(l[p][c][h], _mm256_madd_epi16(pairs, sw));
+                            PK_KEEP_IN_REGISTER(l[p][c][h]);
                         }
                     }
                 }
@@ -524,6 +525,7 @@ PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, cons
                         const __m256i p = _mm256_maddubs_epi16(w[hh], _mm256_sign_epi8(y, ws[hh]));
                         sum[hh][c] = _mm256_add_epi32(sum[hh][c], _mm256_madd_epi16(p, ones));
                     }
+                    PK_KEEP_IN_REGISTER(sum[hh][c]);
                 }
             }
         }
