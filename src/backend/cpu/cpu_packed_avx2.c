@@ -484,6 +484,19 @@ PA_KERNEL void pa_q6_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q6_K); }
 #define PA_FAST_COLS_Q4 3
 #define PA_FAST_COLS_Q8 2
 
+/* A fast tile's outputs, acc[hh][c] rows 8 hh ..8 hh + 7 of group g,
+ * column c0 + c, to dst (rows at or past nrows left alone). */
+PA_FN void pa_fast_store(const struct pk_tile *t, __m256 acc[2][PA_FAST_COLS_Q4], int g, int C, int c0) {
+    PA_UNROLL
+    for (int hh = 0; hh < 2; hh++) {
+        const int row0 = PK_FAST_ROWS * g + 8 * hh, left = t->nrows - row0;
+        if (left <= 0) continue;
+        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        PA_UNROLL
+        for (int c = 0; c < C; c++) _mm256_maskstore_ps(t->dst + (size_t)(c0 + c) * t->dst_stride + row0, mask, acc[hh][c]);
+    }
+}
+
 PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, const int C, const int c0) {
     const size_t qbytes = q4 ? 256 : 512;
     const bool stream = t->ncols == 1;
@@ -541,14 +554,7 @@ PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, cons
             }
         }
     }
-    PA_UNROLL
-    for (int hh = 0; hh < 2; hh++) {
-        const int row0 = PK_FAST_ROWS * g + 8 * hh, left = t->nrows - row0;
-        if (left <= 0) continue;
-        const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        PA_UNROLL
-        for (int c = 0; c < C; c++) _mm256_maskstore_ps(t->dst + (size_t)(c0 + c) * t->dst_stride + row0, mask, acc[hh][c]);
-    }
+    pa_fast_store(t, acc, g, C, c0);
 }
 
 /* One column: the call's groups one after the other; more: the tile's
@@ -571,10 +577,112 @@ _Static_assert(PA_FAST_COLS_Q4 == 3 && PA_FAST_COLS_Q8 == 2, "pa_fast_tile's cas
 PA_KERNEL void pa_q4_0_fast_tile(const struct pk_tile *t) { pa_fast_tile(t, true); }
 PA_KERNEL void pa_q8_0_fast_tile(const struct pk_tile *t) { pa_fast_tile(t, false); }
 
+/* Fast-mode Q4_K (the PK_FAST_ROWS layout as two halves of 8 rows),
+ * cpu_fast_mode_dot's operations: per sub-block j and half hh the 8
+ * steps' vpmaddubsw word pairs are added as words (at most 8 x 2 x 15 x
+ * 128 = 30720), then one vpmaddwd with the rows' scale in both words of
+ * their dword adds the exact sub-block sums times the scales; the mins'
+ * sum takes 4 vpmaddwd of the rows' min pairs with the column's sub-block
+ * pair sums. Per super-block the two FMAs of the reference. */
+#define PA_FAST_COLS_Q4_K 2
+
+PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
+    const bool stream = t->ncols == 1;
+    const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
+    const __m256i m4 = _mm256_set1_epi8(0x0F);
+    __m256 acc[2][PA_FAST_COLS_Q4]; /* pa_fast_store's shape */
+    PA_UNROLL
+    for (int c = 0; c < C; c++) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K + c0;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, g, i, 320, 2048, stream, hdr_ahead, &hdr);
+        __m256i isum[2][PA_FAST_COLS_Q4_K];
+        PA_UNROLL
+        for (int c = 0; c < C; c++) isum[0][c] = isum[1][c] = _mm256_setzero_si256();
+        for (int jj = 0; jj < 4; jj++) {
+            PA_UNROLL
+            for (int odd = 0; odd < 2; odd++) {
+            const int j = 2 * jj + odd; /* sub-block: the low (even) or high (odd) nibbles of chunk jj */
+            __m256i sum[2][PA_FAST_COLS_Q4_K];
+            PA_UNROLL
+            for (int s = 0; s < 8; s++) {
+                __m256i w[2];
+                PA_UNROLL
+                for (int hh = 0; hh < 2; hh++) {
+                    const __m256i z = pa_load(q + 64 * (8 * jj + s) + 32 * hh);
+                    w[hh] = _mm256_and_si256(odd ? _mm256_srli_epi16(z, 4) : z, m4);
+                }
+                PA_UNROLL
+                for (int c = 0; c < C; c++) {
+                    int32_t y4;
+                    memcpy(&y4, a[c].qs + 32 * j + 4 * s, 4);
+                    const __m256i y = _mm256_set1_epi32(y4);
+                    PA_UNROLL
+                    for (int hh = 0; hh < 2; hh++) {
+                        const __m256i p = _mm256_maddubs_epi16(w[hh], y);
+                        sum[hh][c] = s == 0 ? p : _mm256_add_epi16(sum[hh][c], p);
+                        PK_KEEP_IN_REGISTER(sum[hh][c]);
+                    }
+                }
+            }
+            PA_UNROLL
+            for (int hh = 0; hh < 2; hh++) {
+                const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(hdr + 64 + 16 * j + 8 * hh)));
+                const __m256i sw = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                PA_UNROLL
+                for (int c = 0; c < C; c++) {
+                    isum[hh][c] = _mm256_add_epi32(isum[hh][c], _mm256_madd_epi16(sum[hh][c], sw));
+                    PK_KEEP_IN_REGISTER(isum[hh][c]);
+                }
+            }
+            }
+        }
+        PA_UNROLL
+        for (int hh = 0; hh < 2; hh++) {
+            __m256i imin[PA_FAST_COLS_Q4_K];
+            PA_UNROLL
+            for (int c = 0; c < C; c++) imin[c] = _mm256_setzero_si256();
+            PA_UNROLL
+            for (int p = 0; p < 4; p++) {
+                const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(hdr + 192 + 32 * p + 16 * hh)));
+                PA_UNROLL
+                for (int c = 0; c < C; c++) {
+                    int32_t pair;
+                    memcpy(&pair, a[c].bpairs + 2 * p, 4);
+                    imin[c] = _mm256_add_epi32(imin[c], _mm256_madd_epi16(mn, _mm256_set1_epi32(pair)));
+                }
+            }
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hdr + 16 * hh)));
+            const __m256 dmw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hdr + 32 + 16 * hh)));
+            PA_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m256 dy = _mm256_set1_ps(a[c].d);
+                acc[hh][c] = _mm256_fmadd_ps(_mm256_mul_ps(dw, dy), _mm256_cvtepi32_ps(isum[hh][c]), acc[hh][c]);
+                acc[hh][c] = _mm256_fnmadd_ps(_mm256_mul_ps(dmw, dy), _mm256_cvtepi32_ps(imin[c]), acc[hh][c]);
+            }
+        }
+    }
+    pa_fast_store(t, acc, g, C, c0);
+}
+
+PA_KERNEL void pa_q4_K_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1) {
+        for (int g = 0; g < t->ngroups; g++) pa_fast_q4_K_run(t, g, 1, 0);
+        return;
+    }
+    for (int c0 = 0; c0 < t->ncols; c0 += PA_FAST_COLS_Q4_K) {
+        if (t->ncols - c0 >= 2) pa_fast_q4_K_run(t, 0, 2, c0);
+        else pa_fast_q4_K_run(t, 0, 1, c0);
+    }
+}
+_Static_assert(PA_FAST_COLS_Q4_K == 2 && PA_FAST_COLS_Q4_K <= PA_FAST_COLS_Q4, "pa_q4_K_fast_tile's cases");
+
 static const struct pk_kernels pa_kernels = {
     .isa = PK_ISA_AVX2,
     .fast = false,
-    .fast_k = false,
+    .fast_q4_K = false,
+    .fast_q6_K = false,
     .f16 = pk_f16_item_avx2,
     .q4_0 = pa_q4_0_tile,
     .q8_0 = pa_q8_0_tile,
@@ -588,7 +696,7 @@ static const struct pk_kernels pa_kernels = {
     .q6_K = pa_q6_K_tile,
 };
 
-/* The fast mode: Q4_0 and Q8_0 on their fast kernels, the k-quants on the exact ones. */
+/* The fast mode: Q4_0, Q8_0 and Q4_K on their fast kernels, the other k-quants on the exact ones. */
 const struct pk_kernels *pk_kernels_avx2(bool fast) {
     const struct cpu_features *f = cpu_features_get();
     if (!f->avx2 || !f->fma || !f->f16c) return NULL;
@@ -598,6 +706,8 @@ const struct pk_kernels *pk_kernels_avx2(bool fast) {
         kernels.fast = true;
         kernels.q4_0 = pa_q4_0_fast_tile;
         kernels.q8_0 = pa_q8_0_fast_tile;
+        kernels.fast_q4_K = true;
+        kernels.q4_K = pa_q4_K_fast_tile;
     }
     return &kernels;
 }
