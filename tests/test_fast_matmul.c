@@ -12,7 +12,7 @@
  * at the extremes (the integer sums at their bounds),
  * 1-3 threads; with AMX (the products of enough columns) or without
  * (LLAMAC_AMX=0, a second ctest entry); on AVX2 (without AVX-512 VNNI, or
- * under LLAMAC_SIMD=avx2: a third), where the mode covers Q4_0, Q8_0 and Q4_K.
+ * under LLAMAC_SIMD=avx2: a third), with its own kernels for all four.
  * The mode is set here before anything reads it; without its kernels
  * (neither set, or LLAMAC_SIMD=scalar) the test is skipped.
  */

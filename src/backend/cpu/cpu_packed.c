@@ -818,6 +818,13 @@ static void pk_record_q8k6f(const block_q8_K *b, struct pk_act_q8k6f *a) {
         for (int e = 0; e < 8; e++) sum += b->qs[8 * h + e];
         a->corr[h] = -32 * sum - 1;
     }
+    for (int j = 0; j < 16; j++) {
+        for (int w = 0; w < 2; w++) {
+            int32_t sum = 0;
+            for (int m = 0; m < 4; m++) sum += b->qs[16 * j + 4 * m + 2 * w] + b->qs[16 * j + 4 * m + 2 * w + 1];
+            a->corr_words[j][w] = (int16_t)(-32 * sum - 1);
+        }
+    }
 }
 
 /* The same for the IQ2 kernel: the quants as int16, each lane's pairs together. */

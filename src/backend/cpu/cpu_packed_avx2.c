@@ -678,6 +678,96 @@ PA_KERNEL void pa_q4_K_fast_tile(const struct pk_tile *t) {
 }
 _Static_assert(PA_FAST_COLS_Q4_K == 2 && PA_FAST_COLS_Q4_K <= PA_FAST_COLS_Q4, "pa_q4_K_fast_tile's cases");
 
+/* Fast-mode Q6_K (the PK_FAST_ROWS layout as two halves of 8 rows),
+ * cpu_fast_mode_dot's operations. Per sub-block j and half hh the 4 quant
+ * registers (0..63: 4 elements of the 8 rows, as pa_kq_quants joins them)
+ * take one vpmaddubsw each against the column's 4 activation bytes; their
+ * words add up, from the record's corr_words, to the sums of 8 products
+ * (q - 32) x a less 1 (in [-32513, 32767]: exact in words, which may wrap
+ * on the way), and one vpmaddwd with the rows' scale in both words of
+ * their dword adds the sub-block's s x (sum - 2) to the integer sum; 2 x
+ * the rows' scale sums come back at the end. */
+#define PA_FAST_COLS_Q6_K 2
+
+/* The 8 signed byte scales at p, s_r in both words of dword r. */
+PA_FN __m256i pa_scale_word_pairs(const uint8_t *p) {
+    const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xAA);
+}
+
+PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
+    const bool stream = t->ncols == 1;
+    const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+    __m256 acc[2][PA_FAST_COLS_Q4]; /* pa_fast_store's shape */
+    PA_UNROLL
+    for (int c = 0; c < C; c++) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8k6f *a = (const struct pk_act_q8k6f *)t->act + i * PK_COLS_FAST_K + c0;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, g, i, 288, 3072, stream, hdr_ahead, &hdr);
+        __m256i isum[2][PA_FAST_COLS_Q6_K];
+        PA_UNROLL
+        for (int c = 0; c < C; c++) isum[0][c] = isum[1][c] = _mm256_setzero_si256();
+        for (int j = 0; j < 16; j++) {
+            const uint8_t *z = q + 192 * j;
+            PA_UNROLL
+            for (int hh = 0; hh < 2; hh++) {
+                const __m256i z0 = pa_load(z + 32 * hh), z1 = pa_load(z + 64 + 32 * hh), hb = pa_load(z + 128 + 32 * hh);
+                const __m256i u[4] = {
+                    _mm256_or_si256(_mm256_and_si256(z0, m4), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(z0, 4), m4),
+                                    _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+                    _mm256_or_si256(_mm256_and_si256(z1, m4), _mm256_and_si256(hb, m30)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(z1, 4), m4),
+                                    _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30)),
+                };
+                const __m256i sw = pa_scale_word_pairs(hdr + 32 + 16 * j + 8 * hh);
+                PA_UNROLL
+                for (int c = 0; c < C; c++) {
+                    int32_t corr;
+                    memcpy(&corr, a[c].corr_words[j], 4);
+                    __m256i w = _mm256_set1_epi32(corr);
+                    PA_UNROLL
+                    for (int m = 0; m < 4; m++) {
+                        int32_t y4;
+                        memcpy(&y4, a[c].qs + 16 * j + 4 * m, 4);
+                        w = _mm256_add_epi16(w, _mm256_maddubs_epi16(u[m], _mm256_set1_epi32(y4)));
+                    }
+                    isum[hh][c] = _mm256_add_epi32(isum[hh][c], _mm256_madd_epi16(w, sw));
+                    PK_KEEP_IN_REGISTER(isum[hh][c]);
+                }
+            }
+        }
+        PA_UNROLL
+        for (int hh = 0; hh < 2; hh++) {
+            /* the scales' sums, twice: each scale word pair (s, s) times (1, 1) */
+            __m256i ssum = _mm256_setzero_si256();
+            for (int j = 0; j < 16; j++) ssum = _mm256_add_epi16(ssum, pa_scale_word_pairs(hdr + 32 + 16 * j + 8 * hh));
+            const __m256i back = _mm256_madd_epi16(ssum, _mm256_set1_epi16(1));
+            const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(hdr + 16 * hh)));
+            PA_UNROLL
+            for (int c = 0; c < C; c++) {
+                const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a[c].d));
+                acc[hh][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_add_epi32(isum[hh][c], back)), acc[hh][c]);
+            }
+        }
+    }
+    pa_fast_store(t, acc, g, C, c0);
+}
+
+PA_KERNEL void pa_q6_K_fast_tile(const struct pk_tile *t) {
+    if (t->ncols == 1) {
+        for (int g = 0; g < t->ngroups; g++) pa_fast_q6_K_run(t, g, 1, 0);
+        return;
+    }
+    for (int c0 = 0; c0 < t->ncols; c0 += PA_FAST_COLS_Q6_K) {
+        if (t->ncols - c0 >= 2) pa_fast_q6_K_run(t, 0, 2, c0);
+        else pa_fast_q6_K_run(t, 0, 1, c0);
+    }
+}
+_Static_assert(PA_FAST_COLS_Q6_K == 2 && PA_FAST_COLS_Q6_K <= PA_FAST_COLS_Q4, "pa_q6_K_fast_tile's cases");
+
 static const struct pk_kernels pa_kernels = {
     .isa = PK_ISA_AVX2,
     .fast = false,
@@ -696,7 +786,7 @@ static const struct pk_kernels pa_kernels = {
     .q6_K = pa_q6_K_tile,
 };
 
-/* The fast mode: Q4_0, Q8_0 and Q4_K on their fast kernels, the other k-quants on the exact ones. */
+/* The fast mode: Q4_0, Q8_0, Q4_K and Q6_K on their fast kernels, the other k-quants on the exact ones. */
 const struct pk_kernels *pk_kernels_avx2(bool fast) {
     const struct cpu_features *f = cpu_features_get();
     if (!f->avx2 || !f->fma || !f->f16c) return NULL;
@@ -706,8 +796,9 @@ const struct pk_kernels *pk_kernels_avx2(bool fast) {
         kernels.fast = true;
         kernels.q4_0 = pa_q4_0_fast_tile;
         kernels.q8_0 = pa_q8_0_fast_tile;
-        kernels.fast_q4_K = true;
+        kernels.fast_q4_K = kernels.fast_q6_K = true;
         kernels.q4_K = pa_q4_K_fast_tile;
+        kernels.q6_K = pa_q6_K_fast_tile;
     }
     return &kernels;
 }

@@ -238,15 +238,18 @@ struct pk_act_q8kx {
 };
 _Static_assert(sizeof(struct pk_act_q8kx) % 64 == 0, "pk_act_q8kx records are cache-line sized");
 
-/* One Q8_K block of a column for the fast-mode Q6_K kernel: corr[2 j + h] =
+/* One Q8_K block of a column for the fast-mode Q6_K kernels: corr[2 j + h] =
  * -32 x (the sum of qs[16 j + 8 h ..+7]) - 1, where the exact sum of each
  * half sub-block's 8 products (q - 32) x a starts: the -32 brings the
  * unsigned quants q back to q - 32, and the -1 keeps every such sum in
  * [-32768, 32767] (|a| <= 128) for the word products that scale it (the
- * kernel adds 2 x the rows' scale sums back). */
+ * kernel adds 2 x the rows' scale sums back). The AVX2 kernel's sums of 8
+ * are the vpmaddubsw words instead, word w of a dword: qs[16 j + 4 m + 2 w
+ * ..+1], m = 0..3; corr_words[j][w] the same correction of those. */
 struct pk_act_q8k6f {
     int8_t qs[256];
     int32_t corr[32];
+    int16_t corr_words[16][2];
     float d;
     uint8_t pad[60];
 };
