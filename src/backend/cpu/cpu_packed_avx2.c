@@ -584,7 +584,8 @@ PA_KERNEL void pa_q8_0_fast_tile(const struct pk_tile *t) { pa_fast_tile(t, fals
  * their dword adds the exact sub-block sums times the scales; the mins'
  * sum takes 4 vpmaddwd of the rows' min pairs with the column's sub-block
  * pair sums. Per super-block the two FMAs of the reference. */
-#define PA_FAST_COLS_Q4_K 2
+/* Columns a fast k-quant pass takes (pa_fast_k_tile). */
+#define PA_FAST_COLS_K 2
 
 PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
     const bool stream = t->ncols == 1;
@@ -597,14 +598,14 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
         const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K + c0;
         const uint8_t *hdr;
         const uint8_t *q = pk_group_block(t, g, i, 320, 2048, stream, hdr_ahead, &hdr);
-        __m256i isum[2][PA_FAST_COLS_Q4_K];
+        __m256i isum[2][PA_FAST_COLS_K];
         PA_UNROLL
         for (int c = 0; c < C; c++) isum[0][c] = isum[1][c] = _mm256_setzero_si256();
         for (int jj = 0; jj < 4; jj++) {
             PA_UNROLL
             for (int odd = 0; odd < 2; odd++) {
             const int j = 2 * jj + odd; /* sub-block: the low (even) or high (odd) nibbles of chunk jj */
-            __m256i sum[2][PA_FAST_COLS_Q4_K];
+            __m256i sum[2][PA_FAST_COLS_K];
             PA_UNROLL
             for (int s = 0; s < 8; s++) {
                 __m256i w[2];
@@ -640,7 +641,7 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
         }
         PA_UNROLL
         for (int hh = 0; hh < 2; hh++) {
-            __m256i imin[PA_FAST_COLS_Q4_K];
+            __m256i imin[PA_FAST_COLS_K];
             PA_UNROLL
             for (int c = 0; c < C; c++) imin[c] = _mm256_setzero_si256();
             PA_UNROLL
@@ -666,18 +667,6 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
     pa_fast_store(t, acc, g, C, c0);
 }
 
-PA_KERNEL void pa_q4_K_fast_tile(const struct pk_tile *t) {
-    if (t->ncols == 1) {
-        for (int g = 0; g < t->ngroups; g++) pa_fast_q4_K_run(t, g, 1, 0);
-        return;
-    }
-    for (int c0 = 0; c0 < t->ncols; c0 += PA_FAST_COLS_Q4_K) {
-        if (t->ncols - c0 >= 2) pa_fast_q4_K_run(t, 0, 2, c0);
-        else pa_fast_q4_K_run(t, 0, 1, c0);
-    }
-}
-_Static_assert(PA_FAST_COLS_Q4_K == 2 && PA_FAST_COLS_Q4_K <= PA_FAST_COLS_Q4, "pa_q4_K_fast_tile's cases");
-
 /* Fast-mode Q6_K (the PK_FAST_ROWS layout as two halves of 8 rows),
  * cpu_fast_mode_dot's operations. Per sub-block j and half hh the 4 quant
  * registers (0..63: 4 elements of the 8 rows, as pa_kq_quants joins them)
@@ -687,8 +676,6 @@ _Static_assert(PA_FAST_COLS_Q4_K == 2 && PA_FAST_COLS_Q4_K <= PA_FAST_COLS_Q4, "
  * on the way), and one vpmaddwd with the rows' scale in both words of
  * their dword adds the sub-block's s x (sum - 2) to the integer sum; 2 x
  * the rows' scale sums come back at the end. */
-#define PA_FAST_COLS_Q6_K 2
-
 /* The 8 signed byte scales at p, s_r in both words of dword r. */
 PA_FN __m256i pa_scale_word_pairs(const uint8_t *p) {
     const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
@@ -706,7 +693,7 @@ PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, c
         const struct pk_act_q8k6f *a = (const struct pk_act_q8k6f *)t->act + i * PK_COLS_FAST_K + c0;
         const uint8_t *hdr;
         const uint8_t *q = pk_group_block(t, g, i, 288, 3072, stream, hdr_ahead, &hdr);
-        __m256i isum[2][PA_FAST_COLS_Q6_K];
+        __m256i isum[2][PA_FAST_COLS_K];
         PA_UNROLL
         for (int c = 0; c < C; c++) isum[0][c] = isum[1][c] = _mm256_setzero_si256();
         for (int j = 0; j < 16; j++) {
@@ -756,17 +743,27 @@ PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, c
     pa_fast_store(t, acc, g, C, c0);
 }
 
-PA_KERNEL void pa_q6_K_fast_tile(const struct pk_tile *t) {
+/* One column: the call's groups one after the other; more: the tile's
+ * columns PA_FAST_COLS_K at a time. */
+PA_FN void pa_fast_k_run(const struct pk_tile *t, const bool q6, const int g, const int C, const int c0) {
+    if (q6) pa_fast_q6_K_run(t, g, C, c0);
+    else pa_fast_q4_K_run(t, g, C, c0);
+}
+
+PA_FN void pa_fast_k_tile(const struct pk_tile *t, const bool q6) {
     if (t->ncols == 1) {
-        for (int g = 0; g < t->ngroups; g++) pa_fast_q6_K_run(t, g, 1, 0);
+        for (int g = 0; g < t->ngroups; g++) pa_fast_k_run(t, q6, g, 1, 0);
         return;
     }
-    for (int c0 = 0; c0 < t->ncols; c0 += PA_FAST_COLS_Q6_K) {
-        if (t->ncols - c0 >= 2) pa_fast_q6_K_run(t, 0, 2, c0);
-        else pa_fast_q6_K_run(t, 0, 1, c0);
+    for (int c0 = 0; c0 < t->ncols; c0 += PA_FAST_COLS_K) {
+        if (t->ncols - c0 >= 2) pa_fast_k_run(t, q6, 0, 2, c0);
+        else pa_fast_k_run(t, q6, 0, 1, c0);
     }
 }
-_Static_assert(PA_FAST_COLS_Q6_K == 2 && PA_FAST_COLS_Q6_K <= PA_FAST_COLS_Q4, "pa_q6_K_fast_tile's cases");
+_Static_assert(PA_FAST_COLS_K == 2 && PA_FAST_COLS_K <= PA_FAST_COLS_Q4, "pa_fast_k_tile's cases");
+
+PA_KERNEL void pa_q4_K_fast_tile(const struct pk_tile *t) { pa_fast_k_tile(t, false); }
+PA_KERNEL void pa_q6_K_fast_tile(const struct pk_tile *t) { pa_fast_k_tile(t, true); }
 
 static const struct pk_kernels pa_kernels = {
     .isa = PK_ISA_AVX2,
