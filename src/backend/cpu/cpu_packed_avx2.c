@@ -577,6 +577,16 @@ _Static_assert(PA_FAST_COLS_Q4 == 3 && PA_FAST_COLS_Q8 == 2, "pa_fast_tile's cas
 PA_KERNEL void pa_q4_0_fast_tile(const struct pk_tile *t) { pa_fast_tile(t, true); }
 PA_KERNEL void pa_q8_0_fast_tile(const struct pk_tile *t) { pa_fast_tile(t, false); }
 
+/* Columns a fast k-quant pass takes (pa_fast_k_tile). */
+#define PA_FAST_COLS_K 2
+
+/* The 8 signed byte scales at p (Q4_K's unsigned ones are below 64), s_r
+ * in both words of dword r. */
+PA_FN __m256i pa_scale_word_pairs(const uint8_t *p) {
+    const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
+    return _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xAA);
+}
+
 /* Fast-mode Q4_K (the PK_FAST_ROWS layout as two halves of 8 rows),
  * cpu_fast_mode_dot's operations: per sub-block j and half hh the 8
  * steps' vpmaddubsw word pairs are added as words (at most 8 x 2 x 15 x
@@ -584,9 +594,6 @@ PA_KERNEL void pa_q8_0_fast_tile(const struct pk_tile *t) { pa_fast_tile(t, fals
  * their dword adds the exact sub-block sums times the scales; the mins'
  * sum takes 4 vpmaddwd of the rows' min pairs with the column's sub-block
  * pair sums. Per super-block the two FMAs of the reference. */
-/* Columns a fast k-quant pass takes (pa_fast_k_tile). */
-#define PA_FAST_COLS_K 2
-
 PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
     const bool stream = t->ncols == 1;
     const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
@@ -629,8 +636,7 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
             }
             PA_UNROLL
             for (int hh = 0; hh < 2; hh++) {
-                const __m256i sc = _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(hdr + 64 + 16 * j + 8 * hh)));
-                const __m256i sw = _mm256_or_si256(sc, _mm256_slli_epi32(sc, 16));
+                const __m256i sw = pa_scale_word_pairs(hdr + 64 + 16 * j + 8 * hh);
                 PA_UNROLL
                 for (int c = 0; c < C; c++) {
                     isum[hh][c] = _mm256_add_epi32(isum[hh][c], _mm256_madd_epi16(sum[hh][c], sw));
@@ -676,12 +682,6 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
  * on the way), and one vpmaddwd with the rows' scale in both words of
  * their dword adds the sub-block's s x (sum - 2) to the integer sum; 2 x
  * the rows' scale sums come back at the end. */
-/* The 8 signed byte scales at p, s_r in both words of dword r. */
-PA_FN __m256i pa_scale_word_pairs(const uint8_t *p) {
-    const __m256i s = _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i *)p));
-    return _mm256_blend_epi16(s, _mm256_slli_epi32(s, 16), 0xAA);
-}
-
 PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
     const bool stream = t->ncols == 1;
     const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
