@@ -661,10 +661,8 @@ static void print_md_footer(const struct bench_params *bp, const struct bench_li
            "(fp32 FMA for F32/F16 models)\n"
            "peak RSS: VmHWM of the test's own process; budget: 1.1 x (model file + KV cache) + 64 MiB\n");
     if (cpu_fast_matmul_active()) {
-        printf("matrix products: fast mode (LLAMAC_MATMUL=fast: %s within float tolerance of b1892)%s\n",
-               cpu_fast_mode_type(GGML_TYPE_Q6_K)   ? "Q4_0/Q8_0/Q4_K/Q6_K"
-               : cpu_fast_mode_type(GGML_TYPE_Q4_K) ? "Q4_0/Q8_0/Q4_K"
-                                                    : "Q4_0/Q8_0",
+        printf("matrix products: fast mode (LLAMAC_MATMUL=fast: Q4_0/Q8_0/Q4_K/Q6_K within float tolerance of "
+               "b1892)%s\n",
                cpu_fast_matmul_amx() ? "; prompts on AMX tiles" : "");
     } else {
         printf("matrix products: exact (b1892's arithmetic)\n");

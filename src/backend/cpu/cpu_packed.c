@@ -58,9 +58,7 @@ bool cpu_fast_matmul_active(void) {
 
 bool cpu_fast_mode_type(enum ggml_type type) {
     if (!cpu_fast_matmul_active()) return false;
-    if (type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0) return true;
-    if (type == GGML_TYPE_Q4_K) return pk_kernels()->fast_q4_K;
-    return type == GGML_TYPE_Q6_K && pk_kernels()->fast_q6_K;
+    return type == GGML_TYPE_Q4_0 || type == GGML_TYPE_Q8_0 || type == GGML_TYPE_Q4_K || type == GGML_TYPE_Q6_K;
 }
 
 bool cpu_fast_matmul_amx(void) {
@@ -342,7 +340,6 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     /* not packed: decoded per work item (pk_iq2_compute) */
     static const struct pk_type iq2 = { PK_IQ2_ROWS, 256, 0, 0, PK_ACT_IQ2, PK_COLS_IQ2, NULL, 0 };
     const bool fast = cpu_fast_matmul_active();
-    const bool fast_q4_K = fast && pk_kernels()->fast_q4_K, fast_q6_K = fast && pk_kernels()->fast_q6_K;
     const bool avx2 = pk_kernels() && pk_kernels()->isa == PK_ISA_AVX2;
     switch (type) {
         case GGML_TYPE_Q4_0: return fast ? &q4_0_fast : avx2 ? &q4_0_avx2 : &q4_0;
@@ -352,9 +349,9 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
         case GGML_TYPE_Q5_1: return avx2 ? &q5_1_avx2 : &q5_1;
         case GGML_TYPE_Q2_K: return avx2 ? &q2_K_avx2 : &q2_K;
         case GGML_TYPE_Q3_K: return avx2 ? &q3_K_avx2 : &q3_K;
-        case GGML_TYPE_Q4_K: return fast_q4_K ? &q4_K_fast : avx2 ? &q4_K_avx2 : &q4_K;
+        case GGML_TYPE_Q4_K: return fast ? &q4_K_fast : avx2 ? &q4_K_avx2 : &q4_K;
         case GGML_TYPE_Q5_K: return avx2 ? &q5_K_avx2 : &q5_K;
-        case GGML_TYPE_Q6_K: return fast_q6_K ? &q6_K_fast : avx2 ? &q6_K_avx2 : &q6_K;
+        case GGML_TYPE_Q6_K: return fast ? &q6_K_fast : avx2 ? &q6_K_avx2 : &q6_K;
         case GGML_TYPE_IQ2_XXS:
         case GGML_TYPE_IQ2_XS: return &iq2;
         default: return NULL;

@@ -768,8 +768,6 @@ PA_KERNEL void pa_q6_K_fast_tile(const struct pk_tile *t) { pa_fast_k_tile(t, tr
 static const struct pk_kernels pa_kernels = {
     .isa = PK_ISA_AVX2,
     .fast = false,
-    .fast_q4_K = false,
-    .fast_q6_K = false,
     .f16 = pk_f16_item_avx2,
     .q4_0 = pa_q4_0_tile,
     .q8_0 = pa_q8_0_tile,
@@ -793,7 +791,6 @@ const struct pk_kernels *pk_kernels_avx2(bool fast) {
         kernels.fast = true;
         kernels.q4_0 = pa_q4_0_fast_tile;
         kernels.q8_0 = pa_q8_0_fast_tile;
-        kernels.fast_q4_K = kernels.fast_q6_K = true;
         kernels.q4_K = pa_q4_K_fast_tile;
         kernels.q6_K = pa_q6_K_fast_tile;
     }

@@ -79,11 +79,10 @@
  *         without vpdpbusd the products go through vpmaddubsw, whose pair
  *         sums of (q + 128) x a could saturate, so it takes |q| and a with
  *         q's sign, as b1892 does.
- * In the fast mode they read Q4_0's, Q8_0's and Q4_K's PK_FAST_ROWS layouts
- * above as two halves of 8 rows (the 32 bytes at 32 hh of each 64-byte
- * step, the 8 bytes at 8 hh of each 16 of Q4_K's scales, the 16 at 16 hh
- * of its 32-byte d, dmin and min pieces); their Q6_K keeps the 4-row
- * layout and exact kernel.
+ * In the fast mode they read the PK_FAST_ROWS layouts above as two halves
+ * of 8 rows: the 32 bytes at 32 hh of each 64-byte piece, the 8 bytes at
+ * 8 hh of each 16 of the k-quants' scales, the 16 at 16 hh of each 32 of
+ * their d, dmin and mins.
  *
  * Activations: each column quantized to the weight type's vec_dot_type by
  * the trait table's from_float, exactly as the reference path does, then
@@ -469,16 +468,13 @@ enum pk_isa {
     PK_ISA_AVX2,   /* cpu_packed_avx2.c: the same with Q4_0 in groups of 4, Q8_0 signed (below) */
 };
 
-/* One table per mode: in fast mode q4_0, q8_0 and (as the flags say) q4_K
- * and q6_K are the fast kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
+/* One table per mode: in fast mode q4_0, q8_0, q4_K and q6_K are the fast
+ * kernels (the PK_FAST_ROWS layouts; pk_act_q8f / pk_act_q8k /
  * pk_act_q8k6f columns); the other types' are the exact kernels in both.
  * A NULL kernel leaves its type unpacked (the reference path). */
 struct pk_kernels {
     enum pk_isa isa;
-    bool fast;             /* the table has the fast mode's Q4_0 and Q8_0 kernels (else LLAMAC_MATMUL=fast
-                            * changes nothing) */
-    bool fast_q4_K;        /* ... and its Q4_K one (else Q4_K keeps its exact kernel) */
-    bool fast_q6_K;        /* ... and its Q6_K one */
+    bool fast;             /* the table has the fast mode's kernels (else LLAMAC_MATMUL=fast changes nothing) */
     pk_tile_fn q4_0, q8_0, q5_0, q4_1, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K;
     pk_f16_item_fn f16;
     pk_iq2_decode_fn iq2_decode;

@@ -1870,14 +1870,14 @@ static __attribute__((target(PK_VBMI_TARGET))) void pk_iq2_vec(const struct pk_i
 #undef PK_IQ2V_COLS
 
 static const struct pk_kernels pk_avx512 = {
-    .isa = PK_ISA_AVX512, .fast = false, .fast_q4_K = false, .fast_q6_K = false,
+    .isa = PK_ISA_AVX512, .fast = false,
     .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
     .q6_K = pk_q6_K_tile, .f16 = pk_f16_item, .iq2_decode = pk_iq2_decode, .iq2 = pk_iq2_tile,
 };
 
 static const struct pk_kernels pk_avx512_fast = {
-    .isa = PK_ISA_AVX512, .fast = true, .fast_q4_K = true, .fast_q6_K = true,
+    .isa = PK_ISA_AVX512, .fast = true,
     .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
     .q5_K = pk_q5_K_tile,
