@@ -138,7 +138,7 @@ PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, con
     const size_t qbytes = pa_legacy_q(kind), hbytes = pa_legacy_hdr(kind);
     const bool mins = kind == PA_Q4_1 || kind == PA_Q5_1;
     const bool stream = t->ncols == 1;
-    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t, G); /* used when streaming */
     __m256 acc_lo[2][2][2], acc_hi[2][2][2], acc_m[2][2][2]; /* [group][pair][column] */
     PA_UNROLL
     for (int g = 0; g < G; g++) {
@@ -153,7 +153,7 @@ PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, con
         PA_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, stream, hdr_ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, stream, ahead, &hdr);
             PA_UNROLL
             for (int p = 0; p < NP; p++) {
                 __m256i lo, hi, slo, shi;
@@ -364,7 +364,7 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g
     const size_t qbytes = pa_kq_q(kind), hbytes = pa_kq_hdr(kind);
     const bool offset = kind == PA_Q6_K || kind == PA_Q3_K; /* the activations' m32 comes off */
     const bool stream = t->ncols == 1;
-    const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t, t->ngroups); /* used when streaming */
     __m256 acc_lo[2][PA_KQ_COLS], acc_hi[2][PA_KQ_COLS];
     PA_UNROLL
     for (int p = 0; p < NP; p++) {
@@ -374,7 +374,7 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8kx *a = (const struct pk_act_q8kx *)t->act + i * PK_COLS_K + c0;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, stream, hdr_ahead, &hdr);
+        const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, stream, ahead, &hdr);
         __m256i l[2][PA_KQ_COLS][2];
         PA_UNROLL
         for (int p = 0; p < NP; p++) {
@@ -500,7 +500,7 @@ PA_FN void pa_fast_store(const struct pk_tile *t, __m256 acc[2][PA_FAST_COLS_Q4]
 PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, const int C, const int c0) {
     const size_t qbytes = q4 ? 256 : 512;
     const bool stream = t->ncols == 1;
-    const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t, t->ngroups); /* used when streaming */
     const __m256i m4 = _mm256_set1_epi8(0x0F), sign = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     __m256 acc[2][PA_FAST_COLS_Q4];
     PA_UNROLL
@@ -508,7 +508,7 @@ PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, cons
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST + c0;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, stream, hdr_ahead, &hdr);
+        const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, stream, ahead, &hdr);
         __m256i sum[2][PA_FAST_COLS_Q4];
         PA_UNROLL
         for (int c = 0; c < C; c++) sum[0][c] = sum[1][c] = _mm256_setzero_si256();
@@ -596,7 +596,7 @@ PA_FN __m256i pa_scale_word_pairs(const uint8_t *p) {
  * pair sums. Per super-block the two FMAs of the reference. */
 PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
     const bool stream = t->ncols == 1;
-    const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t, t->ngroups); /* used when streaming */
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[2][PA_FAST_COLS_Q4]; /* pa_fast_store's shape */
     PA_UNROLL
@@ -604,7 +604,7 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K + c0;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, g, i, 320, 2048, stream, hdr_ahead, &hdr);
+        const uint8_t *q = pk_group_block(t, g, i, 320, 2048, stream, ahead, &hdr);
         __m256i isum[2][PA_FAST_COLS_K];
         PA_UNROLL
         for (int c = 0; c < C; c++) isum[0][c] = isum[1][c] = _mm256_setzero_si256();
@@ -684,7 +684,7 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
  * the rows' scale sums come back at the end. */
 PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
     const bool stream = t->ncols == 1;
-    const size_t hdr_ahead = pk_hdr_ahead(t, t->ngroups); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t, t->ngroups); /* used when streaming */
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[2][PA_FAST_COLS_Q4]; /* pa_fast_store's shape */
     PA_UNROLL
@@ -692,7 +692,7 @@ PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, c
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8k6f *a = (const struct pk_act_q8k6f *)t->act + i * PK_COLS_FAST_K + c0;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, g, i, 288, 3072, stream, hdr_ahead, &hdr);
+        const uint8_t *q = pk_group_block(t, g, i, 288, 3072, stream, ahead, &hdr);
         __m256i isum[2][PA_FAST_COLS_K];
         PA_UNROLL
         for (int c = 0; c < C; c++) isum[0][c] = isum[1][c] = _mm256_setzero_si256();

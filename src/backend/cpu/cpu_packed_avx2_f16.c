@@ -131,6 +131,7 @@ PA_F16_FN int64_t pa_f16_extent(const float *act, size_t as, int C, int64_t k) {
  * every accumulator in a register (4 R C <= 12), the weights streamed. */
 PA_F16_FN void pa_f16_vec_tile(const uint16_t *w, size_t ws, const float *act, size_t as, int64_t k, float *dst,
                                size_t ds, const int R, const int C) {
+    const size_t far = pk_stream_ahead((size_t)R * ws * sizeof(uint16_t));
     __m256 acc[2][3][4];
     PA_F16_UNROLL
     for (int r = 0; r < R; r++) {
@@ -142,7 +143,7 @@ PA_F16_FN void pa_f16_vec_tile(const uint16_t *w, size_t ws, const float *act, s
     }
     for (int64_t s = 0; s < k; s += 32) {
         PA_F16_UNROLL
-        for (int r = 0; r < R; r++) pk_prefetch((const uint8_t *)(w + r * ws + s), 64);
+        for (int r = 0; r < R; r++) pk_prefetch((const uint8_t *)(w + r * ws + s), 64, far);
         PA_F16_UNROLL
         for (int j = 0; j < 4; j++) {
             __m256 x[2];

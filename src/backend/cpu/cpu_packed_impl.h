@@ -286,16 +286,27 @@ struct pk_tile {
  * --prompt-only, best of 60: fast Q4_0 130 -> 180 GOP/s, Q4_K 81 -> 88. */
 #define PK_KEEP_IN_REGISTER(v) __asm__("" : "+v"(v))
 
-/* How far ahead matrix-vector kernels prefetch their weights. */
+/* How far ahead matrix-vector kernels prefetch their weights, at least. */
 #define PK_PREFETCH_BYTES 16384
 
+/* The distance `far` for pk_prefetch and pk_prefetch_hdr in a call that
+ * streams call_bytes of weights in step (G groups, R rows): a whole number
+ * of calls ahead, so that every line is asked for by the same place in the
+ * call before. A distance inside the call's span instead lands in the other
+ * streams' lines just read, and leaves the next call's without: with two
+ * 18 KiB groups a call (Q4_0, k = 2048) half the lines were never fetched
+ * ahead (bench_matmul -t 1 --gen-only q4_0: 25-26 -> 34-35 GB/s, Zen 5). */
+PK_INLINE size_t pk_stream_ahead(size_t call_bytes) {
+    return (PK_PREFETCH_BYTES + call_bytes - 1) / call_bytes * call_bytes;
+}
+
 /* Matrix-vector kernels stream their weights from memory once: each block
- * asks for the lines PK_PREFETCH_BYTES ahead of its own, and again 2 KiB
- * ahead (for L1 if the first had gone to L2 only; both as T0: on Zen 5 a
- * T1 hint for the first streamed up to 10% slower). */
-PK_INLINE void pk_prefetch(const uint8_t *block, size_t bytes) {
+ * asks for the lines `far` bytes ahead of its own, and again 2 KiB ahead
+ * (for L1 if the first had gone to L2 only; both as T0: on Zen 5 a T1 hint
+ * for the first streamed up to 10% slower). */
+PK_INLINE void pk_prefetch(const uint8_t *block, size_t bytes, size_t far) {
     for (size_t o = 0; o < bytes; o += 64) {
-        __builtin_prefetch(block + o + PK_PREFETCH_BYTES, 0, 3);
+        __builtin_prefetch(block + o + far, 0, 3);
         __builtin_prefetch(block + o + 2048, 0, 3);
     }
 }
@@ -303,31 +314,27 @@ PK_INLINE void pk_prefetch(const uint8_t *block, size_t bytes) {
 /* A group's block headers are a stream of their own, a few lines long: too
  * short for the hardware prefetchers to pick up, so every line of them
  * would be a miss (Q4_0 generation, 2 threads: 40 -> 52 GB/s with this).
- * Each line is asked for where a header starts in it, `ahead` bytes on:
- * the same block of a group further on (pk_hdr_ahead). */
-PK_INLINE void pk_prefetch_hdr(const uint8_t *hdr, size_t bytes, size_t ahead) {
+ * Each line is asked for where a header starts in it, `far` bytes on. */
+PK_INLINE void pk_prefetch_hdr(const uint8_t *hdr, size_t bytes, size_t far) {
     const uintptr_t end = (uintptr_t)hdr + bytes;
     for (uintptr_t p = ((uintptr_t)hdr + 63) & ~(uintptr_t)63; p < end; p += 64) {
-        __builtin_prefetch((const void *)(p + ahead), 0, 3);
+        __builtin_prefetch((const void *)(p + far), 0, 3);
     }
 }
 
-/* The distance for pk_prefetch_hdr in a matrix-vector call on G groups:
- * past them, and about as far again as the quants' prefetches reach. */
-PK_INLINE size_t pk_hdr_ahead(const struct pk_tile *t, int G) {
-    return ((size_t)G + PK_PREFETCH_BYTES / t->group_bytes) * t->group_bytes;
-}
+/* The prefetch distance of a matrix-vector call on G groups. */
+PK_INLINE size_t pk_vec_ahead(const struct pk_tile *t, int G) { return pk_stream_ahead((size_t)G * t->group_bytes); }
 
 /* Group g's block i in a kernel call: its quants (returned) and header
  * (*hdr); when the call streams the weights (one column) both are
  * prefetched. */
 PK_INLINE const uint8_t *pk_group_block(const struct pk_tile *t, int g, int64_t i, size_t hbytes, size_t qbytes,
-                                        bool stream, size_t hdr_ahead, const uint8_t **hdr) {
+                                        bool stream, size_t ahead, const uint8_t **hdr) {
     const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
     *hdr = t->hdr + g * t->group_bytes + hbytes * i;
     if (stream) {
-        pk_prefetch(q, qbytes);
-        pk_prefetch_hdr(*hdr, hbytes, hdr_ahead);
+        pk_prefetch(q, qbytes, ahead);
+        pk_prefetch_hdr(*hdr, hbytes, ahead);
     }
     return q;
 }

@@ -186,7 +186,7 @@ PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const enum pk_lega
     const int64_t nb = t->nb;
     const size_t qbytes = kind == PK_Q8_0 ? 128 : 64, hbytes = pk_legacy_hdr(kind);
     const bool mins = kind == PK_Q4_1 || kind == PK_Q5_1;
-    const size_t hdr_ahead = pk_hdr_ahead(t, G);
+    const size_t ahead = pk_vec_ahead(t, G);
     __m512 acc_lo[2], acc_hi[2], acc_m[2];
     PK_UNROLL
     for (int g = 0; g < G; g++) acc_lo[g] = acc_hi[g] = acc_m[g] = _mm512_setzero_ps();
@@ -198,7 +198,7 @@ PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const enum pk_lega
         PK_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, true, hdr_ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, true, ahead, &hdr);
             __m512i lo, hi;
             pk_legacy_weights(kind, q, hdr, &lo, &hi);
             const __m512 d = _mm512_mul_ps(pk_row_scales(hdr), dy);
@@ -244,7 +244,7 @@ PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int G
  * correction), converted, times d_w d_a rounded, fused into the output's
  * accumulator in block order. */
 PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q4) {
-    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
+    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
     const size_t qbytes = q4 ? 256 : 512;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[PK_COLS_FAST];
@@ -255,7 +255,7 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         PK_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, C == 1, hdr_ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, C == 1, ahead, &hdr);
             /* step by step across the columns: C independent vpdpbusd chains
              * in flight, each step's weights (4 elements of the 16 rows) in
              * one register */
@@ -334,7 +334,7 @@ PK_LEGACY_TILE(pk_q5_1_tile, PK_Q5_1)
  * output). */
 #define PK_Q4_0_COLS 3
 PK_FN void pk_q40_tile_gc(const struct pk_tile *t, const int G, const int C, const int c0) {
-    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
+    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[PK_Q4_0_COLS][8];
     PK_UNROLL
@@ -347,7 +347,7 @@ PK_FN void pk_q40_tile_gc(const struct pk_tile *t, const int G, const int C, con
         PK_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 32, 256, C == 1, hdr_ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, 32, 256, C == 1, ahead, &hdr);
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
             __m512 d[PK_Q4_0_COLS];
             PK_UNROLL
@@ -796,7 +796,7 @@ static bool pk_amx_permitted(void) {
  * zero); the mins' sum takes 4 vpdpwssd of the rows' min pairs with the
  * column's sub-block sums. */
 PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
-    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
+    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[PK_COLS_FAST_K];
     PK_UNROLL
@@ -806,7 +806,7 @@ PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
         PK_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 320, 2048, C == 1, hdr_ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, 320, 2048, C == 1, ahead, &hdr);
             __m512i isum[PK_COLS_FAST_K];
             PK_UNROLL
             for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
@@ -890,7 +890,7 @@ PK_FN void pk_dpwssd(__m512i *acc, __m512i a, __m512i b) {
  * (the sub-block's sum) - 2 s. 2 x the scales' sum, added at the end, takes
  * the -2 s back. */
 PK_FN void pk_fast_q6_K_gc(const struct pk_tile *t, const int G, const int C) {
-    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
+    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
     const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xCC);
     /* bytes 0, 1 of each dword to bytes 2, 3 (the high word) */
     const __m512i to_high = _mm512_set4_epi32(0x0D0C8080, 0x09088080, 0x05048080, 0x01008080);
@@ -906,7 +906,7 @@ PK_FN void pk_fast_q6_K_gc(const struct pk_tile *t, const int G, const int C) {
         PK_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 288, 3072, C == 1, hdr_ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, 288, 3072, C == 1, ahead, &hdr);
             __m512i isum[PK_COLS_FAST_K], ssum = _mm512_setzero_si512();
             PK_UNROLL
             for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
@@ -1000,7 +1000,7 @@ PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16
  * added) fused into the row's first min lane alone, so that the reduction
  * adds b1892's scalar sum of them. */
 PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
-    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
+    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
     const bool q5 = bits == 5;
     const size_t qbytes = q5 ? 640 : 512;
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
@@ -1011,7 +1011,7 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
         PK_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 80, qbytes, C == 1, hdr_ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, 80, qbytes, C == 1, ahead, &hdr);
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
             for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
@@ -1081,7 +1081,7 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
  * times the column's 16-sums) fused with -d_y dmin into the same
  * accumulators, as b1892 does. */
 PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
-    const size_t hdr_ahead = pk_hdr_ahead(t, G); /* used with one column */
+    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
     const bool q3 = bits == 3, q2 = bits == 2;
     const size_t qbytes = q2 ? 256 : q3 ? 384 : 768, hbytes = q2 ? 80 : 72;
     /* Q2_K: the bytes of 8 sub-blocks' scales (sc[j][row]) as words, row r's 8 to its 128-bit lane */
@@ -1096,7 +1096,7 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
         PK_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, C == 1, hdr_ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, C == 1, ahead, &hdr);
             __m512i l0[PK_COLS_K], l1[PK_COLS_K];
             PK_UNROLL
             for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
@@ -1245,6 +1245,7 @@ PK_FN float pk_f16_reduce(__m512 a01, __m512 a23) {
  * or back in acc; output (r, c) at acc + (r PK_F16_TC + c) 32. */
 PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, size_t as, int64_t n, float *acc,
                        bool first, bool last, float *dst, size_t ds, const int R, const int C) {
+    const size_t far = pk_stream_ahead((size_t)R * ws * sizeof(fp16_t)); /* used with f16 */
     __m512 a01[PK_F16_TR][PK_F16_TC], a23[PK_F16_TR][PK_F16_TC];
     PK_UNROLL
     for (int r = 0; r < R; r++) {
@@ -1262,7 +1263,7 @@ PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, siz
         __m512 x0[PK_F16_TR], x1[PK_F16_TR];
         PK_UNROLL
         for (int r = 0; r < R; r++) {
-            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64); /* read in place: streaming */
+            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64, far); /* read in place: streaming */
             x0[r] = pk_load_w(w, f16, r * ws + k);
             x1[r] = pk_load_w(w, f16, r * ws + k + 16);
         }
@@ -1740,8 +1741,8 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
     for (int64_t i = 0; i < v->nb; i++) {
         const uint8_t *b0 = row0 + bb * (size_t)i, *b1 = row1 + bb * (size_t)i;
         const struct pk_act_iq2v *a = (const struct pk_act_iq2v *)(v->act + v->act_stride * (size_t)i); /* a[c] */
-        pk_prefetch(b0, bb);
-        pk_prefetch(b1, bb);
+        pk_prefetch(b0, bb, PK_PREFETCH_BYTES);
+        pk_prefetch(b1, bb, PK_PREFETCH_BYTES);
         /* the 64 bytes of qs (the same offset in both block types) */
         _Static_assert(offsetof(block_iq2_xxs, qs) == offsetof(block_iq2_xs, qs) &&
                            offsetof(block_iq2_xxs, d) == offsetof(block_iq2_xs, d), "IQ2 blocks: d, then qs");
