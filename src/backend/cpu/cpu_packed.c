@@ -188,15 +188,6 @@ static void pk_pack_q8_0_signed(const void *block, int r, uint8_t *hdr, uint8_t 
     memcpy(q + 64 + 16 * r, b->qs + 16, 16);
 }
 
-static void pk_pack_q8_0(const void *block, int r, uint8_t *hdr, uint8_t *q) {
-    const block_q8_0 *b = block;
-    memcpy(hdr + 2 * r, &b->d, 2);
-    for (int j = 0; j < 16; j++) {
-        q[16 * r + j] = (uint8_t)(b->qs[j] + 128);
-        q[64 + 16 * r + j] = (uint8_t)(b->qs[16 + j] + 128);
-    }
-}
-
 /* Q4_0 in groups of 16 rows (both modes). */
 static void pk_pack_q4_0_16(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     const block_q4_0 *b = block;
@@ -204,7 +195,8 @@ static void pk_pack_q4_0_16(const void *block, int r, uint8_t *hdr, uint8_t *q) 
     for (int j = 0; j < 4; j++) memcpy(q + 64 * j + 4 * r, b->qs + 4 * j, 4);
 }
 
-static void pk_pack_q8_0_fast(const void *block, int r, uint8_t *hdr, uint8_t *q) {
+/* Q8_0 in groups of 16 rows (both modes), each quant + 128. */
+static void pk_pack_q8_0_16(const void *block, int r, uint8_t *hdr, uint8_t *q) {
     const block_q8_0 *b = block;
     memcpy(hdr + 2 * r, &b->d, 2);
     for (int s = 0; s < 8; s++) {
@@ -311,7 +303,7 @@ static void pk_pack_q6_K_fast(const void *block, int r, uint8_t *hdr, uint8_t *q
 
 static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_0 = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q4_0_16, 8 };
-    static const struct pk_type q8_0 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0, 128 };
+    static const struct pk_type q8_0 = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q8_0_16, 128 };
     static const struct pk_type q4_0_avx2 = { PK_ROWS, 32, 8, 64, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q4_0, 8 };
     static const struct pk_type q8_0_avx2 = { PK_ROWS, 32, 8, 128, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q8_0_signed, 0 };
     static const struct pk_type q5_0 = { PK_ROWS, 32, 24, 64, PK_ACT_Q8, PK_COLS_Q8, pk_pack_q5_0, 16 };
@@ -321,7 +313,7 @@ static const struct pk_type *pk_type_get(enum ggml_type type) {
     static const struct pk_type q4_1_avx2 = { PK_ROWS, 32, 16, 64, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q4_1, 0 };
     static const struct pk_type q5_1_avx2 = { PK_ROWS, 32, 32, 64, PK_ACT_Q8X, PK_COLS_Q8, pk_pack_q5_1, 0 };
     static const struct pk_type q4_0_fast = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q4_0_16, 8 };
-    static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_fast,
+    static const struct pk_type q8_0_fast = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_Q8F, PK_COLS_FAST, pk_pack_q8_0_16,
                                               128 };
     static const struct pk_type q4_K = { PK_ROWS, 256, 80, 512, PK_ACT_Q8K, PK_COLS_K, pk_pack_q4_K, 0 };
     static const struct pk_type q4_K_fast = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_Q8K, PK_COLS_FAST_K,
@@ -407,7 +399,7 @@ static pk_tile_fn pk_amx_kernel(const struct tensor *w, int64_t ncols) {
 static const struct pk_type *pk_product_type(const struct tensor *w, int64_t ncols) {
     /* (the AMX records carry no corrections: the bias comes out through the weights' sums) */
     static const struct pk_type q4_0_amx = { PK_FAST_ROWS, 32, 32, 256, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q4_0_16, 8 };
-    static const struct pk_type q8_0_amx = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q8_0_fast,
+    static const struct pk_type q8_0_amx = { PK_FAST_ROWS, 32, 32, 512, PK_ACT_AMX, PK_COLS_AMX, pk_pack_q8_0_16,
                                              128 };
     static const struct pk_type q4_K_amx = { PK_FAST_ROWS, 256, 320, 2048, PK_ACT_AMX_K, PK_COLS_AMX,
                                              pk_pack_q4_K_fast, 0 };

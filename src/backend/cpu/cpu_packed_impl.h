@@ -10,10 +10,7 @@
  * consecutive elements of row r, b1892's lane k (elements 0..15 of a 32) or
  * 4 + k (16..31). Halves are the rows' in order (row r at 2 r).
  *
- *   (Q4_0: in groups of 16 in both modes, below.)
- *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, each
- *         quant + 128 (the unsigned operand of vpdpbusd; the activations'
- *         sums take the 128 back out).
+ *   (Q4_0, Q8_0: in groups of 16 in both modes, below.)
  *   Q5_0  hdr 24: d, then the fifth bits of elements 0..15 of rows 0..3 (16
  *         bits a row), then of elements 16..31.  q 64: row r's 16 quant
  *         bytes at 16 r (low nibble element j, high nibble element 16 + j,
@@ -40,8 +37,8 @@
  *         ql[64 n + 16 h ..+15] (chunks 4n, 4n+2), ql[64 n + 32 + 16 h ..]
  *         (chunks 4n+1, 4n+3) and qh[32 n + 16 h ..] of each row.
  *
- * Q4_0 in both modes, and in fast mode (LLAMAC_MATMUL=fast, cpu_packed.h)
- * Q8_0, Q4_K and Q6_K, are packed in groups of PK_FAST_ROWS = 16 rows
+ * Q4_0 and Q8_0 in both modes, and in fast mode (LLAMAC_MATMUL=fast,
+ * cpu_packed.h) Q4_K and Q6_K, are packed in groups of PK_FAST_ROWS = 16 rows
  * instead (in fast mode the other types keep their exact layouts and
  * kernels), for kernels whose 512-bit
  * registers hold one dword lane per row (dword lane r = 4 consecutive quants of row r), so
@@ -52,7 +49,8 @@
  *         q 256: for j = 0..3, 64 bytes: row r's file bytes qs[4 j ..4 j + 3]
  *         at 4 r (low nibbles: elements 4 j..4 j + 3, high: 16 + 4 j..).
  *   Q8_0  hdr 32: d.  q 512: for s = 0..7, 64 bytes: row r's elements
- *         4 s..4 s + 3 at 4 r, each quant + 128.
+ *         4 s..4 s + 3 at 4 r, each quant + 128 (the unsigned operand of
+ *         vpdpbusd; the activations' sums take the 128 back out).
  *   Q4_K  hdr 320: d[16], dmin[16], the 6-bit scales as sc[j][row] (8 x 16
  *         bytes), the mins as mn[p][row][2] = the row's mins 2 p, 2 p + 1
  *         (4 x 32 bytes). q 2048: for s = 0..31, 64 bytes: row r's file
@@ -72,10 +70,12 @@
  * The AVX2 kernels (PK_ISA_AVX2) read the 4-row layouts above as two row
  * pairs: a 256-bit load of the 32 bytes at 32 p of a 64-byte piece holds the
  * same 16 elements of rows 2 p and 2 p + 1, dword k of each 128-bit half
- * b1892's lane k (or 4 + k) of its row. Two layouts differ from AVX-512's:
+ * b1892's lane k (or 4 + k) of its row. Q4_0 and Q8_0 (exact) have 4-row
+ * layouts of their own:
  *   Q4_0  in groups of 4: hdr 8: d.  q 64: row r's file bytes qs at 16 r
  *         (as Q4_1's).
- *   Q8_0  hdr 8: d.  q 128: as above but the quants as they are (signed):
+ *   Q8_0  hdr 8: d.  q 128: elements 0..15 of rows 0..3, then 16..31, the
+ *         quants as they are (signed):
  *         without vpdpbusd the products go through vpmaddubsw, whose pair
  *         sums of (q + 128) x a could saturate, so it takes |q| and a with
  *         q's sign, as b1892 does.

@@ -9,15 +9,15 @@
  * rows' scales times the column's fuse them into the float lanes, block by
  * block. Lanes 0-3 and 4-7 of a row sit in two accumulators; at the end they
  * are added (lane k onto k + 4) and reduced per row as hsum_float_8.
- * Two kernels serve the legacy types (Q4_0, Q5_0, Q8_0, Q4_1, Q5_1:
- * pk_q8fam_*), two families the k-quants (Q4_K, Q5_K: pk_q4_K_tile_gc;
- * Q2_K, Q3_K, Q6_K: pk_q6_K_tile_gc); what each type adds is said there.
+ * Two kernels serve the legacy types Q5_0, Q4_1, Q5_1 (pk_q8fam_*), two
+ * families the k-quants (Q4_K, Q5_K: pk_q4_K_tile_gc; Q2_K, Q3_K, Q6_K:
+ * pk_q6_K_tile_gc); what each type adds is said there.
  *
- * Q4_0 (exact) in groups of 16 rows: dword lane r of a register is row r,
- * its 4 bytes b1892's lane j of a block in step j, so a block takes per
- * column 8 vpdpbusd, 8 conversions and 8 FMAs into 8 lane accumulators,
+ * Q4_0 and Q8_0 (exact) in groups of 16 rows: dword lane r of a register is
+ * row r, its 4 bytes b1892's lane j of a block in step j, so a block takes
+ * per column 8 vpdpbusd, 8 conversions and 8 FMAs into 8 lane accumulators,
  * reduced at the end by vertical adds in hsum_float_8's order
- * (pk_q40_tile_gc).
+ * (pk_lanes16_tile_gc).
  *
  * Fast-mode tiles (Q4_0, Q8_0 in groups of 16 rows, up to 12 columns):
  * dword lane r of a register is row r, so a block takes 8 vpdpbusd per
@@ -114,22 +114,18 @@ PK_FN void pk_store_rows(__m512 lo, __m512 hi, __m512 m, float *dst, int nrows, 
     _mm_mask_storeu_ps(dst, (__mmask8)((1u << nrows) - 1), r);
 }
 
-/* The legacy types on PK_ACT_Q8 columns in groups of 4 rows (Q4_0: pk_q4_0_tile). */
-enum pk_legacy { PK_Q8_0, PK_Q5_0, PK_Q4_1, PK_Q5_1 };
+/* The legacy types on PK_ACT_Q8 columns in groups of 4 rows (Q4_0, Q8_0:
+ * pk_q4_0_tile, pk_q8_0_tile in groups of 16). */
+enum pk_legacy { PK_Q5_0, PK_Q4_1, PK_Q5_1 };
 
 static inline size_t pk_legacy_hdr(enum pk_legacy kind) {
-    return kind == PK_Q5_1 ? 32 : kind == PK_Q5_0 ? 24 : kind == PK_Q4_1 ? 16 : 8;
+    return kind == PK_Q5_1 ? 32 : kind == PK_Q5_0 ? 24 : 16;
 }
 
-/* A block's weight registers for 4 rows (elements 0..15 and 16..31): Q8_0
- * bytes as packed; nibbles unpacked; with the fifth bits (row r's 16 bits at
- * 2 r of each 8-byte mask: bit l is byte 16 r + l) adding 16. */
+/* A block's weight registers for 4 rows (elements 0..15 and 16..31): the
+ * nibbles unpacked; with the fifth bits (row r's 16 bits at 2 r of each
+ * 8-byte mask: bit l is byte 16 r + l) adding 16. */
 PK_FN void pk_legacy_weights(enum pk_legacy kind, const uint8_t *q, const uint8_t *hdr, __m512i *lo, __m512i *hi) {
-    if (kind == PK_Q8_0) {
-        *lo = _mm512_loadu_si512(q);
-        *hi = _mm512_loadu_si512(q + 64);
-        return;
-    }
     const __m512i z = _mm512_loadu_si512(q), m4 = _mm512_set1_epi8(0x0F);
     *lo = _mm512_and_si512(z, m4);
     *hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
@@ -153,7 +149,7 @@ PK_FN __m512 pk_legacy_mins(const uint8_t *hdr, float s, __m512 acc_m) {
 /* Legacy rows against PK_ACT_Q8 columns; C is a constant after inlining. */
 PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const enum pk_legacy kind) {
     const int64_t nb = t->nb;
-    const size_t qbytes = kind == PK_Q8_0 ? 128 : 64, hbytes = pk_legacy_hdr(kind);
+    const size_t qbytes = 64, hbytes = pk_legacy_hdr(kind);
     const bool mins = kind == PK_Q4_1 || kind == PK_Q5_1;
     __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8], acc_m[PK_COLS_Q8];
     PK_UNROLL
@@ -184,7 +180,7 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const enum pk_leg
  * more of the weights' stream moving. */
 PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const enum pk_legacy kind) {
     const int64_t nb = t->nb;
-    const size_t qbytes = kind == PK_Q8_0 ? 128 : 64, hbytes = pk_legacy_hdr(kind);
+    const size_t qbytes = 64, hbytes = pk_legacy_hdr(kind);
     const bool mins = kind == PK_Q4_1 || kind == PK_Q5_1;
     const size_t ahead = pk_vec_ahead(t, G);
     __m512 acc_lo[2], acc_hi[2], acc_m[2];
@@ -311,32 +307,33 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         PK_DISPATCH_8(PK_LEGACY_COLS)                                  \
     }
 #define PK_LEGACY_COLS(C) pk_q8fam_tile(t, C, kind)
-PK_LEGACY_TILE(pk_q8_0_tile, PK_Q8_0)
 PK_LEGACY_TILE(pk_q5_0_tile, PK_Q5_0)
 PK_LEGACY_TILE(pk_q4_1_tile, PK_Q4_1)
 PK_LEGACY_TILE(pk_q5_1_tile, PK_Q5_1)
 #undef PK_LEGACY_COLS
 #undef PK_LEGACY_TILE
 
-/* Q4_0, exact, in groups of 16 rows (the fast mode's layout): fast step j
- * (elements 4 j ..4 j + 3 of the 16 rows, dword lane = row) is b1892's
- * lane j of the block's dot product (x86: dword j of
+/* Q4_0 and Q8_0, exact, in groups of 16 rows (the fast mode's layouts):
+ * fast step j (elements 4 j ..4 j + 3 of the 16 rows, dword lane = row) is
+ * b1892's lane j of the block's dot product (x86: dword j of
  * mul_sum_i8_pairs_float), so one register holds lane j of 16 rows. Per
  * block and column: 8 vpdpbusd (each from the lane's bias correction), 8
  * conversions and 8 FMAs into the output's 8 lane accumulators, whose
  * hsum_float_8 at the end is vertical adds. Fewer operations per weight
  * byte than the 4-row layout's (one scale conversion and product per 16
- * rows, no lane shuffles), which lets generation stream faster
- * (bench_matmul -t 2 -k 2048 -n 5632 --gen-only: 28.9 -> 32.1-32.9 GB/s;
- * --prompt-only -m 512: 420-428 -> 458-460 GOP/s). Q8_0 on this layout
- * was 11% faster in prompts but 4% slower in generation, and keeps the
- * 4-row one. G groups x C columns, G C <= PK_Q4_0_COLS (8 accumulators an
- * output). */
-#define PK_Q4_0_COLS 3
-PK_FN void pk_q40_tile_gc(const struct pk_tile *t, const int G, const int C, const int c0) {
+ * rows, no lane shuffles): Q4_0 (Xeon, bench_matmul -t 2 -k 2048 -n 5632)
+ * --gen-only 28.9 -> 32.1-32.9 GB/s, --prompt-only -m 512 420-428 ->
+ * 458-460 GOP/s; Q8_0 (Zen 5, once generation's prefetches reached the
+ * next call's groups) -m 512 430-496 -> 586-669 GOP/s, -t 1 -n 512 -m 256
+ * 200-232 -> 290-298, generation unchanged. G groups x C columns, G C <=
+ * PK_LANES16_COLS (8 accumulators an output); q4: Q4_0's nibbles, else
+ * Q8_0's bytes. */
+#define PK_LANES16_COLS 3
+PK_FN void pk_lanes16_tile_gc(const struct pk_tile *t, const int G, const int C, const int c0, const bool q4) {
     const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
+    const size_t qbytes = q4 ? 256 : 512;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 acc[PK_Q4_0_COLS][8];
+    __m512 acc[PK_LANES16_COLS][8];
     PK_UNROLL
     for (int gc = 0; gc < G * C; gc++) {
         PK_UNROLL
@@ -347,15 +344,20 @@ PK_FN void pk_q40_tile_gc(const struct pk_tile *t, const int G, const int C, con
         PK_UNROLL
         for (int g = 0; g < G; g++) {
             const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 32, 256, C == 1, ahead, &hdr);
+            const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, C == 1, ahead, &hdr);
             const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
-            __m512 d[PK_Q4_0_COLS];
+            __m512 d[PK_LANES16_COLS];
             PK_UNROLL
             for (int c = 0; c < C; c++) d[c] = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
             PK_UNROLL
             for (int j = 0; j < 8; j++) {
-                const __m512i z = _mm512_loadu_si512(q + 64 * (j % 4));
-                const __m512i w = _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), m4);
+                __m512i w;
+                if (q4) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (j % 4));
+                    w = _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), m4);
+                } else {
+                    w = _mm512_loadu_si512(q + 64 * j);
+                }
                 PK_UNROLL
                 for (int c = 0; c < C; c++) {
                     __m512i lane = _mm512_set1_epi32(a[c].corr[j]);
@@ -365,7 +367,7 @@ PK_FN void pk_q40_tile_gc(const struct pk_tile *t, const int G, const int C, con
             }
         }
     }
-    __m512 out[PK_Q4_0_COLS];
+    __m512 out[PK_LANES16_COLS];
     PK_UNROLL
     for (int gc = 0; gc < G * C; gc++) {
         const __m512 *l = acc[gc];
@@ -378,21 +380,23 @@ PK_FN void pk_q40_tile_gc(const struct pk_tile *t, const int G, const int C, con
 }
 
 /* One column: two groups a call when given; more: the tile's columns
- * PK_Q4_0_COLS at a time. */
-PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) {
+ * PK_LANES16_COLS at a time. */
+PK_FN void pk_lanes16_tile(const struct pk_tile *t, const bool q4) {
     if (t->ncols == 1) {
-        if (t->ngroups == 2) pk_q40_tile_gc(t, 2, 1, 0);
-        else pk_q40_tile_gc(t, 1, 1, 0);
+        if (t->ngroups == 2) pk_lanes16_tile_gc(t, 2, 1, 0, q4);
+        else pk_lanes16_tile_gc(t, 1, 1, 0, q4);
         return;
     }
-    for (int c0 = 0; c0 < t->ncols; c0 += PK_Q4_0_COLS) {
+    for (int c0 = 0; c0 < t->ncols; c0 += PK_LANES16_COLS) {
         const int left = t->ncols - c0;
-        if (left >= 3) pk_q40_tile_gc(t, 1, 3, c0);
-        else if (left == 2) pk_q40_tile_gc(t, 1, 2, c0);
-        else pk_q40_tile_gc(t, 1, 1, c0);
+        if (left >= 3) pk_lanes16_tile_gc(t, 1, 3, c0, q4);
+        else if (left == 2) pk_lanes16_tile_gc(t, 1, 2, c0, q4);
+        else pk_lanes16_tile_gc(t, 1, 1, c0, q4);
     }
 }
-_Static_assert(PK_Q4_0_COLS == 3, "pk_q4_0_tile's cases");
+PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) { pk_lanes16_tile(t, true); }
+PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) { pk_lanes16_tile(t, false); }
+_Static_assert(PK_LANES16_COLS == 3, "pk_lanes16_tile's cases");
 
 #define PK_DISPATCH_FAST(body)            \
     switch (t->ncols) {                   \
