@@ -219,6 +219,14 @@ PK_FN void pk_dpbusd_bcast(__m512i *acc, __m512i w, const int8_t *y) {
 
 _Static_assert(PK_COLS_FAST == 12, "PK_DISPATCH_FAST covers the fast column tile");
 
+/* Step j (elements 4 j ..4 j + 3 of 16 rows) of a 16-row Q4_0 (q4: the
+ * nibbles, low for j < 4) or Q8_0 block as unsigned bytes. */
+PK_FN __m512i pk_step16(const uint8_t *q, const int j, const bool q4) {
+    if (!q4) return _mm512_loadu_si512(q + 64 * j);
+    const __m512i z = _mm512_loadu_si512(q + 64 * (j % 4));
+    return _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), _mm512_set1_epi8(0x0F));
+}
+
 /* Stores a fast tile's outputs: G groups of 16 rows (lane = row, the last
  * group's lanes past t->nrows masked off) x C columns. */
 PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int G, const int C) {
@@ -242,7 +250,6 @@ PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int G
 PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q4) {
     const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
     const size_t qbytes = q4 ? 256 : 512;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[PK_COLS_FAST];
     PK_UNROLL
     for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
@@ -260,13 +267,7 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
             for (int c = 0; c < C; c++) isum[c] = _mm512_set1_epi32(a[c].corr);
             PK_UNROLL
             for (int j = 0; j < 8; j++) {
-                __m512i w;
-                if (q4) {
-                    const __m512i z = _mm512_loadu_si512(q + 64 * (j % 4));
-                    w = _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), m4);
-                } else {
-                    w = _mm512_loadu_si512(q + 64 * j);
-                }
+                const __m512i w = pk_step16(q, j, q4);
                 PK_UNROLL
                 for (int c = 0; c < C; c++) {
                     pk_dpbusd_bcast(&isum[c], w, a[c].qs + 4 * j);
@@ -332,7 +333,6 @@ PK_LEGACY_TILE(pk_q5_1_tile, PK_Q5_1)
 PK_FN void pk_lanes16_tile_gc(const struct pk_tile *t, const int G, const int C, const int c0, const bool q4) {
     const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
     const size_t qbytes = q4 ? 256 : 512;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[PK_LANES16_COLS][8];
     PK_UNROLL
     for (int gc = 0; gc < G * C; gc++) {
@@ -351,13 +351,7 @@ PK_FN void pk_lanes16_tile_gc(const struct pk_tile *t, const int G, const int C,
             for (int c = 0; c < C; c++) d[c] = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
             PK_UNROLL
             for (int j = 0; j < 8; j++) {
-                __m512i w;
-                if (q4) {
-                    const __m512i z = _mm512_loadu_si512(q + 64 * (j % 4));
-                    w = _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), m4);
-                } else {
-                    w = _mm512_loadu_si512(q + 64 * j);
-                }
+                const __m512i w = pk_step16(q, j, q4);
                 PK_UNROLL
                 for (int c = 0; c < C; c++) {
                     __m512i lane = _mm512_set1_epi32(a[c].corr[j]);
