@@ -428,10 +428,8 @@ static int64_t pk_groups(const struct tensor *w) {
     return (w->ne[1] + rows - 1) / rows;
 }
 
-static size_t pk_hdr_bytes(const struct pk_type *pt, int64_t nb) { return pk_pad64((size_t)nb * pt->hdr_bytes); }
-
 static size_t pk_group_bytes(const struct pk_type *pt, int64_t nb) {
-    return pk_hdr_bytes(pt, nb) + (size_t)nb * pt->q_bytes;
+    return pk_group_size(nb, pt->hdr_bytes, pt->q_bytes);
 }
 
 /* F16 matrices the kernels take (32 | k) are copied as they are: their
@@ -455,10 +453,13 @@ static void pk_pack_group(const struct tensor *w, int64_t g, uint8_t *out) {
     const struct pk_type *pt = pk_type_get(w->type);
     const size_t block_bytes = type_traits_get(w->type)->type_size;
     const int64_t nb = pk_blocks_per_row(w);
-    uint8_t *q = out + pk_hdr_bytes(pt, nb);
     for (int r = 0; r < pt->rows && g * pt->rows + r < w->ne[1]; r++) {
         const uint8_t *src = (const uint8_t *)w->data + (g * pt->rows + r) * w->nb[1];
-        for (int64_t i = 0; i < nb; i++) pt->pack(src + i * block_bytes, r, out + i * pt->hdr_bytes, q + i * pt->q_bytes);
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *hdr;
+            const uint8_t *q = pk_block(out, i, pt->hdr_bytes, pt->q_bytes, &hdr);
+            pt->pack(src + i * block_bytes, r, out + (hdr - out), out + (q - out));
+        }
     }
 }
 
@@ -1037,7 +1038,7 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
     const pk_tile_fn kernel = pk_product_kernel(w, ncols);
     const int64_t tiles = eg ? eg->tiles : (ncols + pt->max_cols - 1) / pt->max_cols;
     const int64_t groups = pk_groups(w), rows = pt->rows;
-    const size_t gb = pk_group_bytes(pt, nb), hb = pk_hdr_bytes(pt, nb);
+    const size_t gb = pk_group_bytes(pt, nb);
     const size_t tile_bytes = (size_t)(nb * pt->max_cols) * pk_act_record(pt->act);
     const struct cpu_chunks ch = cpu_chunks_plan(w->ne[1], gb / (size_t)rows, tiles, tile_bytes, task->nth);
     const bool vec = tiles == 1 && !eg;
@@ -1055,16 +1056,14 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
             g0 = r0 / rows;
             g1 = (r1 + rows - 1) / rows;
         }
-        /* one column: two groups a call (more rows in flight while the weights stream) */
-        const int64_t step = vec && ncols == 1 ? 2 : 1;
-        for (int64_t g = g0; g < g1; g += step) {
-            const int64_t ng = g1 - g < step ? g1 - g : step, rows_left = w->ne[1] - g * rows;
-            const int nrows = (int)(rows_left < rows * ng ? rows_left : rows * ng);
+        for (int64_t g = g0; g < g1; g++) {
+            const int64_t rows_left = w->ne[1] - g * rows;
+            const int nrows = (int)(rows_left < rows ? rows_left : rows);
             for (int64_t tile = t0; tile < t1; tile++) {
                 const struct tensor *wt = eg ? dst->src[2 + eg->expert_of[tile]] : w;
                 const uint8_t *group = ((const struct cpu_packed_weight *)wt->extra)->data + (size_t)g * gb;
                 struct pk_tile t = {
-                    .hdr = group, .q = group + hb, .nb = nb, .group_bytes = gb, .ngroups = (int)ng,
+                    .w = group, .nb = nb, .group_bytes = gb,
                     .act = tl->act + (size_t)tile * tile_bytes, .ncols = pk_tile_cols(tl, pt, ncols, tile),
                     .nrows = nrows, .amx = (struct pk_amx_block *)tl->decoded,
                     .amx_k = (struct pk_amx_kblock *)tl->decoded, .amx_ready = group == amx_group,

@@ -127,82 +127,65 @@ PA_FN __m256i pa_legacy_lanes(enum pa_legacy kind, __m256i w, __m256i sw, const 
     return kind == PA_Q4_0 || kind == PA_Q5_0 ? _mm256_add_epi32(l, pa_load(a->corr[h])) : l;
 }
 
-/* G groups' row pairs [P0, P0 + NP) x C columns from column c0 of the tile
- * (G = 2 only with one column). Each output follows the reference's float
- * operations: per block its lanes, converted, times d_w d_a rounded, fused
- * into its 8 accumulators; then hsum_float_8. Q4_1 and Q5_1 add b1892's
- * scalar sum of each block's min times the column's s (fused in block
- * order into every lane of acc_m; dword 0 of each half is the row's). */
-PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, const int G, const int P0, const int NP,
-                         const int C, const int c0) {
+/* Both row pairs x C columns from column c0 of the tile. Each output
+ * follows the reference's float operations: per block its lanes, converted,
+ * times d_w d_a rounded, fused into its 8 accumulators; then hsum_float_8.
+ * Q4_1 and Q5_1 add b1892's scalar sum of each block's min times the
+ * column's s (fused in block order into every lane of acc_m; dword 0 of
+ * each half is the row's). */
+PA_FN void pa_legacy_run(const struct pk_tile *t, const enum pa_legacy kind, const int C, const int c0) {
     const size_t qbytes = pa_legacy_q(kind), hbytes = pa_legacy_hdr(kind);
     const bool mins = kind == PA_Q4_1 || kind == PA_Q5_1;
     const bool stream = t->ncols == 1;
-    const size_t ahead = pk_vec_ahead(t, G); /* used when streaming */
-    __m256 acc_lo[2][2][2], acc_hi[2][2][2], acc_m[2][2][2]; /* [group][pair][column] */
+    const size_t ahead = pk_vec_ahead(t); /* used when streaming */
+    __m256 acc_lo[2][2], acc_hi[2][2], acc_m[2][2]; /* [pair][column] */
     PA_UNROLL
-    for (int g = 0; g < G; g++) {
+    for (int p = 0; p < 2; p++) {
         PA_UNROLL
-        for (int p = 0; p < NP; p++) {
-            PA_UNROLL
-            for (int c = 0; c < C; c++) acc_lo[g][p][c] = acc_hi[g][p][c] = acc_m[g][p][c] = _mm256_setzero_ps();
-        }
+        for (int c = 0; c < C; c++) acc_lo[p][c] = acc_hi[p][c] = acc_m[p][c] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8x *a = (const struct pk_act_q8x *)t->act + i * PK_COLS_Q8 + c0;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, hbytes, qbytes, stream, ahead, &hdr);
         PA_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, stream, ahead, &hdr);
+        for (int p = 0; p < 2; p++) {
+            __m256i lo, hi, slo, shi;
+            pa_legacy_weights(kind, q, hdr, p, &lo, &hi, &slo, &shi);
+            const __m256 dw = pa_pair_scales(hdr, p);
             PA_UNROLL
-            for (int p = 0; p < NP; p++) {
-                __m256i lo, hi, slo, shi;
-                pa_legacy_weights(kind, q, hdr, P0 + p, &lo, &hi, &slo, &shi);
-                const __m256 dw = pa_pair_scales(hdr, P0 + p);
-                PA_UNROLL
-                for (int c = 0; c < C; c++) {
-                    const __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(a[c].d));
-                    const __m256i ilo = pa_legacy_lanes(kind, lo, slo, &a[c], 0);
-                    const __m256i ihi = pa_legacy_lanes(kind, hi, shi, &a[c], 1);
-                    acc_lo[g][p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ilo), acc_lo[g][p][c]);
-                    acc_hi[g][p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ihi), acc_hi[g][p][c]);
-                    if (mins) {
-                        acc_m[g][p][c] = _mm256_fmadd_ps(pa_pair_scales(hdr + 8, P0 + p), _mm256_loadu_ps(a[c].s),
-                                                         acc_m[g][p][c]);
-                    }
+            for (int c = 0; c < C; c++) {
+                const __m256 d = _mm256_mul_ps(dw, _mm256_loadu_ps(a[c].d));
+                const __m256i ilo = pa_legacy_lanes(kind, lo, slo, &a[c], 0);
+                const __m256i ihi = pa_legacy_lanes(kind, hi, shi, &a[c], 1);
+                acc_lo[p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ilo), acc_lo[p][c]);
+                acc_hi[p][c] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(ihi), acc_hi[p][c]);
+                if (mins) {
+                    acc_m[p][c] = _mm256_fmadd_ps(pa_pair_scales(hdr + 8, p), _mm256_loadu_ps(a[c].s),
+                                                  acc_m[p][c]);
                 }
             }
         }
     }
     PA_UNROLL
-    for (int g = 0; g < G; g++) {
+    for (int p = 0; p < 2; p++) {
         PA_UNROLL
-        for (int p = 0; p < NP; p++) {
-            PA_UNROLL
-            for (int c = 0; c < C; c++) {
-                __m256 u = pa_pair_hsum(acc_lo[g][p][c], acc_hi[g][p][c]);
-                if (mins) u = _mm256_add_ps(u, acc_m[g][p][c]);
-                float *dst = t->dst + (size_t)(c0 + c) * t->dst_stride + PK_ROWS * g;
-                pa_store_pair(u, dst, P0 + p, t->nrows - PK_ROWS * g);
-            }
+        for (int c = 0; c < C; c++) {
+            __m256 u = pa_pair_hsum(acc_lo[p][c], acc_hi[p][c]);
+            if (mins) u = _mm256_add_ps(u, acc_m[p][c]);
+            float *dst = t->dst + (size_t)(c0 + c) * t->dst_stride;
+            pa_store_pair(u, dst, p, t->nrows);
         }
     }
 }
 
-/* One column: both row pairs of the call's groups at once (8 independent
- * accumulator chains while the weights stream); more: both row pairs
- * against 2 columns at a time, so that each record serves 4 rows (one row
- * pair against 4 columns measured slower: bench_matmul -t 2 --prompt-only,
- * 2048 x 5632 x 512, Zen 3, Q4_0: 98 against 120 GOP/s). */
+/* Both row pairs against 2 columns at a time, so that each record serves 4
+ * rows (one row pair against 4 columns measured slower: bench_matmul -t 2
+ * --prompt-only, 2048 x 5632 x 512, Zen 3, Q4_0: 98 against 120 GOP/s). */
 PA_FN void pa_legacy_tile(const struct pk_tile *t, const enum pa_legacy kind) {
-    if (t->ncols == 1) {
-        if (t->ngroups == 2) pa_legacy_run(t, kind, 2, 0, 2, 1, 0);
-        else pa_legacy_run(t, kind, 1, 0, 2, 1, 0);
-        return;
-    }
     for (int c0 = 0; c0 < t->ncols; c0 += 2) {
-        if (t->ncols - c0 >= 2) pa_legacy_run(t, kind, 1, 0, 2, 2, c0);
-        else pa_legacy_run(t, kind, 1, 0, 2, 1, c0);
+        if (t->ncols - c0 >= 2) pa_legacy_run(t, kind, 2, c0);
+        else pa_legacy_run(t, kind, 1, c0);
     }
 }
 
@@ -329,16 +312,17 @@ PA_FN __m256i pa_q2_K_mins(const uint8_t *hdr, int p, int h, const struct pk_act
     return _mm256_madd_epi16(mins, pa_load(a->bsums[h]));
 }
 
-/* Q4_K's and Q5_K's mins of row pair p of group g against tile column c,
+/* Q4_K's and Q5_K's mins of row pair p against tile column c,
  * in dwords 0 and 4: per row 4 lanes (lane k: mins 2 k, 2 k + 1 times the
  * column's pair sums) fused with -(d_a dmin) per super-block and reduced
  * as (m0 + m2) + (m1 + m3) (Q4_K), or their integer sum fused into a
  * scalar (Q5_K); b1892 adds either to the lanes' sum last. */
-PA_FN __m256 pa_k4_mins(const struct pk_tile *t, enum pa_kq kind, int g, int p, int c) {
+PA_FN __m256 pa_k4_mins(const struct pk_tile *t, enum pa_kq kind, int p, int c) {
     __m256 acc_m = _mm256_setzero_ps();
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8kx *a = (const struct pk_act_q8kx *)t->act + i * PK_COLS_K + c;
-        const uint8_t *hdr = t->hdr + (size_t)g * t->group_bytes + 80 * (size_t)i;
+        const uint8_t *hdr;
+        pk_group_block(t, i, 80, pa_kq_q(kind), false, 0, &hdr);
         const __m256i mn = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(hdr + 48 + 16 * p)));
         __m256i m = _mm256_madd_epi16(mn, pa_load(a->bpairs));
         if (kind == PA_Q5_K) {
@@ -353,18 +337,18 @@ PA_FN __m256 pa_k4_mins(const struct pk_tile *t, enum pa_kq kind, int g, int p, 
     return _mm256_add_ps(s, _mm256_permute_ps(s, _MM_SHUFFLE(2, 3, 0, 1)));
 }
 
-/* Row pairs [P0, P0 + NP) of group g x C columns from c0. Per super-block
+/* Row pairs [P0, P0 + NP) x C columns from c0. Per super-block
  * each output's integer lanes l[h] (lanes 4 h ..), then as b1892:
  * fmaf(d_w d_a, lanes, acc) into acc_lo / acc_hi (Q2_K: first its min
  * lanes fused with -(d_a dmin), as b1892 does). Q4_K's and Q5_K's mins
  * read only the header, so they run as a pass of their own after the
  * lanes' (pa_k4_mins: fewer registers live in the main loop). */
-PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g, const int P0, const int NP,
-                     const int C, const int c0) {
+PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int P0, const int NP, const int C,
+                     const int c0) {
     const size_t qbytes = pa_kq_q(kind), hbytes = pa_kq_hdr(kind);
     const bool offset = kind == PA_Q6_K || kind == PA_Q3_K; /* the activations' m32 comes off */
     const bool stream = t->ncols == 1;
-    const size_t ahead = pk_vec_ahead(t, t->ngroups); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t); /* used when streaming */
     __m256 acc_lo[2][PA_KQ_COLS], acc_hi[2][PA_KQ_COLS];
     PA_UNROLL
     for (int p = 0; p < NP; p++) {
@@ -374,7 +358,7 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8kx *a = (const struct pk_act_q8kx *)t->act + i * PK_COLS_K + c0;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, stream, ahead, &hdr);
+        const uint8_t *q = pk_group_block(t, i, hbytes, qbytes, stream, ahead, &hdr);
         __m256i l[2][PA_KQ_COLS][2];
         PA_UNROLL
         for (int p = 0; p < NP; p++) {
@@ -433,30 +417,28 @@ PA_FN void pa_kq_run(const struct pk_tile *t, const enum pa_kq kind, const int g
         PA_UNROLL
         for (int c = 0; c < C; c++) {
             __m256 u = pa_pair_hsum(acc_lo[p][c], acc_hi[p][c]);
-            if (kind == PA_Q4_K || kind == PA_Q5_K) u = _mm256_add_ps(u, pa_k4_mins(t, kind, g, P, c0 + c));
-            pa_store_pair(u, t->dst + (size_t)(c0 + c) * t->dst_stride + PK_ROWS * g, P, t->nrows - PK_ROWS * g);
+            if (kind == PA_Q4_K || kind == PA_Q5_K) u = _mm256_add_ps(u, pa_k4_mins(t, kind, P, c0 + c));
+            pa_store_pair(u, t->dst + (size_t)(c0 + c) * t->dst_stride, P, t->nrows);
         }
     }
 }
 
-/* One column: each group's row pairs one after the other (the second
- * reads the group from L1; both at once spilled registers: bench_matmul -t
- * 2 --gen-only 2048 x 5632, Zen 3, Q4_K 25.4-26.5 against 26.5-28.4 GB/s);
+/* One column: the row pairs one after the other (the second reads the
+ * group from L1; both at once spilled registers: bench_matmul -t 2
+ * --gen-only 2048 x 5632, Zen 3, Q4_K 25.4-26.5 against 26.5-28.4 GB/s);
  * more: a row pair against PA_KQ_COLS columns at a time (--prompt-only, 512
  * columns: Q4_K 156-183 GOP/s; both pairs x 1 column 147-158, a pair x 3
  * columns 156-171). */
 PA_FN void pa_kq_tile(const struct pk_tile *t, const enum pa_kq kind) {
     if (t->ncols == 1) {
-        for (int g = 0; g < t->ngroups; g++) {
-            pa_kq_run(t, kind, g, 0, 1, 1, 0);
-            pa_kq_run(t, kind, g, 1, 1, 1, 0);
-        }
+        pa_kq_run(t, kind, 0, 1, 1, 0);
+        pa_kq_run(t, kind, 1, 1, 1, 0);
         return;
     }
     for (int c0 = 0; c0 < t->ncols; c0 += PA_KQ_COLS) {
         for (int p = 0; p < 2 && 2 * p < t->nrows; p++) {
-            if (t->ncols - c0 >= 2) pa_kq_run(t, kind, 0, p, 1, 2, c0);
-            else pa_kq_run(t, kind, 0, p, 1, 1, c0);
+            if (t->ncols - c0 >= 2) pa_kq_run(t, kind, p, 1, 2, c0);
+            else pa_kq_run(t, kind, p, 1, 1, c0);
         }
     }
 }
@@ -484,12 +466,12 @@ PA_KERNEL void pa_q6_K_tile(const struct pk_tile *t) { pa_kq_tile(t, PA_Q6_K); }
 #define PA_FAST_COLS_Q4 3
 #define PA_FAST_COLS_Q8 2
 
-/* A fast tile's outputs, acc[hh][c] rows 8 hh ..8 hh + 7 of group g,
+/* A fast tile's outputs, acc[hh][c] rows 8 hh ..8 hh + 7,
  * column c0 + c, to dst (rows at or past nrows left alone). */
-PA_FN void pa_fast_store(const struct pk_tile *t, __m256 acc[2][PA_FAST_COLS_Q4], int g, int C, int c0) {
+PA_FN void pa_fast_store(const struct pk_tile *t, __m256 acc[2][PA_FAST_COLS_Q4], int C, int c0) {
     PA_UNROLL
     for (int hh = 0; hh < 2; hh++) {
-        const int row0 = PK_FAST_ROWS * g + 8 * hh, left = t->nrows - row0;
+        const int row0 = 8 * hh, left = t->nrows - row0;
         if (left <= 0) continue;
         const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(left), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
         PA_UNROLL
@@ -497,10 +479,10 @@ PA_FN void pa_fast_store(const struct pk_tile *t, __m256 acc[2][PA_FAST_COLS_Q4]
     }
 }
 
-PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, const int C, const int c0) {
+PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int C, const int c0) {
     const size_t qbytes = q4 ? 256 : 512;
     const bool stream = t->ncols == 1;
-    const size_t ahead = pk_vec_ahead(t, t->ngroups); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t); /* used when streaming */
     const __m256i m4 = _mm256_set1_epi8(0x0F), sign = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
     __m256 acc[2][PA_FAST_COLS_Q4];
     PA_UNROLL
@@ -508,7 +490,7 @@ PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, cons
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST + c0;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, stream, ahead, &hdr);
+        const uint8_t *q = pk_group_block(t, i, 32, qbytes, stream, ahead, &hdr);
         __m256i sum[2][PA_FAST_COLS_Q4];
         PA_UNROLL
         for (int c = 0; c < C; c++) sum[0][c] = sum[1][c] = _mm256_setzero_si256();
@@ -554,22 +536,17 @@ PA_FN void pa_fast_run(const struct pk_tile *t, const bool q4, const int g, cons
             }
         }
     }
-    pa_fast_store(t, acc, g, C, c0);
+    pa_fast_store(t, acc, C, c0);
 }
 
-/* One column: the call's groups one after the other; more: the tile's
- * columns PA_FAST_COLS_Q4 (Q8_0: PA_FAST_COLS_Q8) at a time. */
+/* The tile's columns PA_FAST_COLS_Q4 (Q8_0: PA_FAST_COLS_Q8) at a time. */
 PA_FN void pa_fast_tile(const struct pk_tile *t, const bool q4) {
-    if (t->ncols == 1) {
-        for (int g = 0; g < t->ngroups; g++) pa_fast_run(t, q4, g, 1, 0);
-        return;
-    }
     const int step = q4 ? PA_FAST_COLS_Q4 : PA_FAST_COLS_Q8;
     for (int c0 = 0; c0 < t->ncols; c0 += step) {
         const int left = t->ncols - c0;
-        if (q4 && left >= 3) pa_fast_run(t, q4, 0, 3, c0);
-        else if (left >= 2) pa_fast_run(t, q4, 0, 2, c0);
-        else pa_fast_run(t, q4, 0, 1, c0);
+        if (q4 && left >= 3) pa_fast_run(t, q4, 3, c0);
+        else if (left >= 2) pa_fast_run(t, q4, 2, c0);
+        else pa_fast_run(t, q4, 1, c0);
     }
 }
 _Static_assert(PA_FAST_COLS_Q4 == 3 && PA_FAST_COLS_Q8 == 2, "pa_fast_tile's cases");
@@ -594,9 +571,9 @@ PA_FN __m256i pa_scale_word_pairs(const uint8_t *p) {
  * their dword adds the exact sub-block sums times the scales; the mins'
  * sum takes 4 vpmaddwd of the rows' min pairs with the column's sub-block
  * pair sums. Per super-block the two FMAs of the reference. */
-PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
+PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int C, const int c0) {
     const bool stream = t->ncols == 1;
-    const size_t ahead = pk_vec_ahead(t, t->ngroups); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t); /* used when streaming */
     const __m256i m4 = _mm256_set1_epi8(0x0F);
     __m256 acc[2][PA_FAST_COLS_Q4]; /* pa_fast_store's shape */
     PA_UNROLL
@@ -604,7 +581,7 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K + c0;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, g, i, 320, 2048, stream, ahead, &hdr);
+        const uint8_t *q = pk_group_block(t, i, 320, 2048, stream, ahead, &hdr);
         __m256i isum[2][PA_FAST_COLS_K];
         PA_UNROLL
         for (int c = 0; c < C; c++) isum[0][c] = isum[1][c] = _mm256_setzero_si256();
@@ -670,7 +647,7 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
             }
         }
     }
-    pa_fast_store(t, acc, g, C, c0);
+    pa_fast_store(t, acc, C, c0);
 }
 
 /* Fast-mode Q6_K (the PK_FAST_ROWS layout as two halves of 8 rows),
@@ -682,9 +659,9 @@ PA_FN void pa_fast_q4_K_run(const struct pk_tile *t, const int g, const int C, c
  * on the way), and one vpmaddwd with the rows' scale in both words of
  * their dword adds the sub-block's s x (sum - 2) to the integer sum; 2 x
  * the rows' scale sums come back at the end. */
-PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, const int c0) {
+PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int C, const int c0) {
     const bool stream = t->ncols == 1;
-    const size_t ahead = pk_vec_ahead(t, t->ngroups); /* used when streaming */
+    const size_t ahead = pk_vec_ahead(t); /* used when streaming */
     const __m256i m4 = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
     __m256 acc[2][PA_FAST_COLS_Q4]; /* pa_fast_store's shape */
     PA_UNROLL
@@ -692,7 +669,7 @@ PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, c
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8k6f *a = (const struct pk_act_q8k6f *)t->act + i * PK_COLS_FAST_K + c0;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, g, i, 288, 3072, stream, ahead, &hdr);
+        const uint8_t *q = pk_group_block(t, i, 288, 3072, stream, ahead, &hdr);
         __m256i isum[2][PA_FAST_COLS_K];
         PA_UNROLL
         for (int c = 0; c < C; c++) isum[0][c] = isum[1][c] = _mm256_setzero_si256();
@@ -740,24 +717,19 @@ PA_FN void pa_fast_q6_K_run(const struct pk_tile *t, const int g, const int C, c
             }
         }
     }
-    pa_fast_store(t, acc, g, C, c0);
+    pa_fast_store(t, acc, C, c0);
 }
 
-/* One column: the call's groups one after the other; more: the tile's
- * columns PA_FAST_COLS_K at a time. */
-PA_FN void pa_fast_k_run(const struct pk_tile *t, const bool q6, const int g, const int C, const int c0) {
-    if (q6) pa_fast_q6_K_run(t, g, C, c0);
-    else pa_fast_q4_K_run(t, g, C, c0);
+PA_FN void pa_fast_k_run(const struct pk_tile *t, const bool q6, const int C, const int c0) {
+    if (q6) pa_fast_q6_K_run(t, C, c0);
+    else pa_fast_q4_K_run(t, C, c0);
 }
 
+/* The tile's columns PA_FAST_COLS_K at a time. */
 PA_FN void pa_fast_k_tile(const struct pk_tile *t, const bool q6) {
-    if (t->ncols == 1) {
-        for (int g = 0; g < t->ngroups; g++) pa_fast_k_run(t, q6, g, 1, 0);
-        return;
-    }
     for (int c0 = 0; c0 < t->ncols; c0 += PA_FAST_COLS_K) {
-        if (t->ncols - c0 >= 2) pa_fast_k_run(t, q6, 0, 2, c0);
-        else pa_fast_k_run(t, q6, 0, 1, c0);
+        if (t->ncols - c0 >= 2) pa_fast_k_run(t, q6, 2, c0);
+        else pa_fast_k_run(t, q6, 1, c0);
     }
 }
 _Static_assert(PA_FAST_COLS_K == 2 && PA_FAST_COLS_K <= PA_FAST_COLS_Q4, "pa_fast_k_tile's cases");

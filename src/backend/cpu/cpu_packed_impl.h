@@ -2,9 +2,13 @@
  * Internal to cpu_packed*.c: the packed layouts and the micro-kernel table.
  *
  * Packed weights: rows in groups of PK_ROWS = 4 (the last group padded with
- * zero rows), group g at data + g * group_bytes. A group holds, for its nb
- * blocks, first every block's header (scales; hdr_bytes each, the whole
- * padded to 64 bytes), then every block's quants (q_bytes each). The quants
+ * zero rows), group g at data + g * group_bytes. A group holds its nb blocks
+ * in chunks of pk_chunk_blocks(hdr_bytes) blocks (the last one may hold
+ * fewer): first the chunk's block headers (scales; hdr_bytes each, whole
+ * lines for a full chunk), then their quants (q_bytes each, a multiple of
+ * 64), so that
+ * a matrix-vector product reads each group as one stream (pk_block). The
+ * quants
  * put the 4 rows side by side, 16 bytes each, so that a 512-bit load holds
  * the same 16 elements of the 4 rows and dword lane 4 r + k holds 4
  * consecutive elements of row r, b1892's lane k (elements 0..15 of a 32) or
@@ -119,6 +123,33 @@
 #define PK_FAST_ROWS 16
 
 static inline size_t pk_pad64(size_t n) { return (n + 63) & ~(size_t)63; }
+
+/* Blocks per chunk of a group: the fewest whose headers fill whole lines
+ * (Q4_0's 32 bytes: 2, Q4_K's 80: 4, Q6_K's 72: 8, 320: 1), so that every
+ * chunk's quants start on a line. Headers all in front of the quants made
+ * two streams of a group (and four of a two-group call) that one thread
+ * read at 25-27 GB/s where one stream reads at 33-37 (Zen 5). */
+static inline int64_t pk_chunk_blocks(size_t hbytes) {
+    const size_t low = hbytes & (~hbytes + 1); /* the largest power of 2 dividing hbytes */
+    return low >= 64 || low == 0 ? 1 : (int64_t)(64 / low);
+}
+
+/* Block i of a group at `group`: its quants (returned) and header (*hdr).
+ * A chunk's headers take the room of a full chunk's even in the last one,
+ * so that with hbytes a constant the address is a few shifts and adds. */
+static inline const uint8_t *pk_block(const uint8_t *group, int64_t i, size_t hbytes, size_t qbytes,
+                                      const uint8_t **hdr) {
+    const int64_t m = pk_chunk_blocks(hbytes), j = i & (m - 1); /* m is a power of 2 */
+    const uint8_t *chunk = group + (size_t)(i - j) * (hbytes + qbytes);
+    *hdr = chunk + (size_t)j * hbytes;
+    return chunk + (size_t)m * hbytes + (size_t)j * qbytes;
+}
+
+/* Bytes of a group of nb blocks. */
+static inline size_t pk_group_size(int64_t nb, size_t hbytes, size_t qbytes) {
+    const int64_t m = pk_chunk_blocks(hbytes), last = nb % m;
+    return (size_t)(nb - last) * (hbytes + qbytes) + (last ? (size_t)m * hbytes + (size_t)last * qbytes : 0);
+}
 
 /* One Q8_0 block of a column (Q8_1 for Q4_1 and Q5_1) for the legacy
  * kernels: corr[k] = -bias * (qs[4k] + .. + qs[4k+3]), bias 8 for Q4_0, 16
@@ -254,17 +285,14 @@ struct pk_act_q8k6f {
 };
 _Static_assert(sizeof(struct pk_act_q8k6f) % 64 == 0, "pk_act_q8k6f records are cache-line sized");
 
-/* One call of a quantized micro-kernel: a group's rows x ncols columns
- * (with one column, ngroups consecutive groups, group_bytes apart). */
+/* One call of a quantized micro-kernel: a group's rows x ncols columns. */
 struct pk_tile {
-    const uint8_t *hdr;        /* the group's block headers */
-    const uint8_t *q;          /* the group's block quants */
+    const uint8_t *w;          /* the group's blocks (pk_block) */
     int64_t nb;                /* blocks per row */
-    size_t group_bytes;
-    int ngroups;               /* 1, or 2 when ncols is 1 */
+    size_t group_bytes;        /* the next group's blocks at w + group_bytes */
     const uint8_t *act;        /* the columns' activation tile */
     int ncols;                 /* 1..the kernel's columns per tile */
-    int nrows;                 /* rows to store: 1..rows per group x ngroups */
+    int nrows;                 /* rows to store: 1..rows per group */
     float *dst;                /* output of the group's first row, first column */
     size_t dst_stride;         /* floats per column of dst */
     /* AMX kernels: the thread's pk_amx_block for each block of the group,
@@ -290,12 +318,13 @@ struct pk_tile {
 #define PK_PREFETCH_BYTES 16384
 
 /* The distance `far` for pk_prefetch and pk_prefetch_hdr in a call that
- * streams call_bytes of weights in step (G groups, R rows): a whole number
- * of calls ahead, so that every line is asked for by the same place in the
- * call before. A distance inside the call's span instead lands in the other
- * streams' lines just read, and leaves the next call's without: with two
- * 18 KiB groups a call (Q4_0, k = 2048) half the lines were never fetched
- * ahead (bench_matmul -t 1 --gen-only q4_0: 25-26 -> 34-35 GB/s, Zen 5). */
+ * streams call_bytes of weights in step (a group, or R F16 rows side by
+ * side): a whole number of calls ahead, so that every line is asked for by
+ * the same place in the call before. A distance inside the call's span
+ * of several streams instead lands in the other streams' lines just read,
+ * and leaves the next call's without: with two 18 KiB groups a call (Q4_0,
+ * k = 2048) half the lines were never fetched ahead (bench_matmul -t 1
+ * --gen-only q4_0: 25-26 -> 34-35 GB/s, Zen 5). */
 PK_INLINE size_t pk_stream_ahead(size_t call_bytes) {
     return (PK_PREFETCH_BYTES + call_bytes - 1) / call_bytes * call_bytes;
 }
@@ -311,10 +340,10 @@ PK_INLINE void pk_prefetch(const uint8_t *block, size_t bytes, size_t far) {
     }
 }
 
-/* A group's block headers are a stream of their own, a few lines long: too
- * short for the hardware prefetchers to pick up, so every line of them
- * would be a miss (Q4_0 generation, 2 threads: 40 -> 52 GB/s with this).
- * Each line is asked for where a header starts in it, `far` bytes on. */
+/* A chunk's block headers (pk_block) are asked for too: each line where a
+ * header starts in it, `far` bytes on. (When a group's headers were a
+ * stream of their own, too short for the hardware prefetchers, this took
+ * Q4_0 generation from 40 to 52 GB/s with 2 threads.) */
 PK_INLINE void pk_prefetch_hdr(const uint8_t *hdr, size_t bytes, size_t far) {
     const uintptr_t end = (uintptr_t)hdr + bytes;
     for (uintptr_t p = ((uintptr_t)hdr + 63) & ~(uintptr_t)63; p < end; p += 64) {
@@ -322,16 +351,14 @@ PK_INLINE void pk_prefetch_hdr(const uint8_t *hdr, size_t bytes, size_t far) {
     }
 }
 
-/* The prefetch distance of a matrix-vector call on G groups. */
-PK_INLINE size_t pk_vec_ahead(const struct pk_tile *t, int G) { return pk_stream_ahead((size_t)G * t->group_bytes); }
+/* The prefetch distance of a matrix-vector call: whole groups ahead. */
+PK_INLINE size_t pk_vec_ahead(const struct pk_tile *t) { return pk_stream_ahead(t->group_bytes); }
 
-/* Group g's block i in a kernel call: its quants (returned) and header
- * (*hdr); when the call streams the weights (one column) both are
- * prefetched. */
-PK_INLINE const uint8_t *pk_group_block(const struct pk_tile *t, int g, int64_t i, size_t hbytes, size_t qbytes,
-                                        bool stream, size_t ahead, const uint8_t **hdr) {
-    const uint8_t *q = t->q + g * t->group_bytes + qbytes * i;
-    *hdr = t->hdr + g * t->group_bytes + hbytes * i;
+/* Block i of the call's group: its quants (returned) and header (*hdr);
+ * when the call streams the weights (one column) both are prefetched. */
+PK_INLINE const uint8_t *pk_group_block(const struct pk_tile *t, int64_t i, size_t hbytes, size_t qbytes, bool stream,
+                                        size_t ahead, const uint8_t **hdr) {
+    const uint8_t *q = pk_block(t->w, i, hbytes, qbytes, hdr);
     if (stream) {
         pk_prefetch(q, qbytes, ahead);
         pk_prefetch_hdr(*hdr, hbytes, ahead);

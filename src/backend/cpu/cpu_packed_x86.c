@@ -10,14 +10,14 @@
  * block. Lanes 0-3 and 4-7 of a row sit in two accumulators; at the end they
  * are added (lane k onto k + 4) and reduced per row as hsum_float_8.
  * Two kernels serve the legacy types Q5_0, Q4_1, Q5_1 (pk_q8fam_*), two
- * families the k-quants (Q4_K, Q5_K: pk_q4_K_tile_gc; Q2_K, Q3_K, Q6_K:
- * pk_q6_K_tile_gc); what each type adds is said there.
+ * families the k-quants (Q4_K, Q5_K: pk_q4_K_tile_c; Q2_K, Q3_K, Q6_K:
+ * pk_q6_K_tile_c); what each type adds is said there.
  *
  * Q4_0 and Q8_0 (exact) in groups of 16 rows: dword lane r of a register is
  * row r, its 4 bytes b1892's lane j of a block in step j, so a block takes
  * per column 8 vpdpbusd, 8 conversions and 8 FMAs into 8 lane accumulators,
  * reduced at the end by vertical adds in hsum_float_8's order
- * (pk_lanes16_tile_gc).
+ * (pk_lanes16_tile_c).
  *
  * Fast-mode tiles (Q4_0, Q8_0 in groups of 16 rows, up to 12 columns):
  * dword lane r of a register is row r, so a block takes 8 vpdpbusd per
@@ -146,18 +146,21 @@ PK_FN __m512 pk_legacy_mins(const uint8_t *hdr, float s, __m512 acc_m) {
     return _mm512_mask3_fmadd_ps(pk_row_scales(hdr + 8), _mm512_set1_ps(s), acc_m, (__mmask16)0x1111);
 }
 
-/* Legacy rows against PK_ACT_Q8 columns; C is a constant after inlining. */
+/* Legacy rows against PK_ACT_Q8 columns; C is a constant after inlining.
+ * With one column the call streams its weights (prefetched). */
 PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const enum pk_legacy kind) {
     const int64_t nb = t->nb;
     const size_t qbytes = 64, hbytes = pk_legacy_hdr(kind);
     const bool mins = kind == PK_Q4_1 || kind == PK_Q5_1;
+    const size_t ahead = pk_vec_ahead(t); /* used with one column */
     __m512 acc_lo[PK_COLS_Q8], acc_hi[PK_COLS_Q8], acc_m[PK_COLS_Q8];
     PK_UNROLL
     for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = acc_m[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; i++) {
-        const uint8_t *hdr = t->hdr + hbytes * i;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, hbytes, qbytes, C == 1, ahead, &hdr);
         __m512i lo, hi;
-        pk_legacy_weights(kind, t->q + qbytes * i, hdr, &lo, &hi);
+        pk_legacy_weights(kind, q, hdr, &lo, &hi);
         const __m512 dx = pk_row_scales(hdr);
         PK_UNROLL
         for (int c = 0; c < C; c++) {
@@ -172,42 +175,6 @@ PK_FN void pk_q8fam_tile(const struct pk_tile *t, const int C, const enum pk_leg
     }
     PK_UNROLL
     for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_m[c], t->dst + c * t->dst_stride, t->nrows, mins);
-}
-
-/* Matrix-vector: G groups (G x 4 rows, consecutive in memory) against one
- * column, the column's loads shared; each group's outputs follow the same
- * operations as in pk_q8fam_tile. More independent rows in flight keep
- * more of the weights' stream moving. */
-PK_FN void pk_q8fam_vec(const struct pk_tile *t, const int G, const enum pk_legacy kind) {
-    const int64_t nb = t->nb;
-    const size_t qbytes = 64, hbytes = pk_legacy_hdr(kind);
-    const bool mins = kind == PK_Q4_1 || kind == PK_Q5_1;
-    const size_t ahead = pk_vec_ahead(t, G);
-    __m512 acc_lo[2], acc_hi[2], acc_m[2];
-    PK_UNROLL
-    for (int g = 0; g < G; g++) acc_lo[g] = acc_hi[g] = acc_m[g] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nb; i++) {
-        const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8;
-        const __m512i ylo = pk_bcast128(a->qs), yhi = pk_bcast128(a->qs + 16);
-        const __m512i clo = pk_bcast128(a->corr), chi = pk_bcast128(a->corr + 4);
-        const __m512 dy = _mm512_set1_ps(a->d);
-        PK_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, true, ahead, &hdr);
-            __m512i lo, hi;
-            pk_legacy_weights(kind, q, hdr, &lo, &hi);
-            const __m512 d = _mm512_mul_ps(pk_row_scales(hdr), dy);
-            acc_lo[g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(clo, lo, ylo)), acc_lo[g]);
-            acc_hi[g] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(chi, hi, yhi)), acc_hi[g]);
-            if (mins) acc_m[g] = pk_legacy_mins(hdr, a->s, acc_m[g]);
-        }
-    }
-    PK_UNROLL
-    for (int g = 0; g < G; g++) {
-        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
-        pk_store_rows(acc_lo[g], acc_hi[g], acc_m[g], t->dst + PK_ROWS * g, nrows, mins);
-    }
 }
 
 /* acc += vpdpbusd(w, the 4 bytes at y in every lane), the bytes read by the
@@ -227,61 +194,54 @@ PK_FN __m512i pk_step16(const uint8_t *q, const int j, const bool q4) {
     return _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), _mm512_set1_epi8(0x0F));
 }
 
-/* Stores a fast tile's outputs: G groups of 16 rows (lane = row, the last
- * group's lanes past t->nrows masked off) x C columns. */
-PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int G, const int C) {
+/* Stores a fast tile's outputs: 16 rows (lane = row, lanes past t->nrows
+ * masked off) x C columns. */
+PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int C) {
+    const __mmask16 m = (__mmask16)((1u << t->nrows) - 1);
     PK_UNROLL
-    for (int g = 0; g < G; g++) {
-        const int nrows = t->nrows - PK_FAST_ROWS * g < PK_FAST_ROWS ? t->nrows - PK_FAST_ROWS * g : PK_FAST_ROWS;
-        const __mmask16 m = (__mmask16)((1u << nrows) - 1);
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            _mm512_mask_storeu_ps(t->dst + c * t->dst_stride + PK_FAST_ROWS * g, m, acc[g * C + c]);
-        }
-    }
+    for (int c = 0; c < C; c++) _mm512_mask_storeu_ps(t->dst + c * t->dst_stride, m, acc[c]);
 }
 
-/* Fast mode: G groups of 16 rows x C columns (G C <= PK_COLS_FAST; G = 2
- * only with one column, for more rows in flight while the weights stream).
- * Each output follows cpu_fast_mode_dot's operations: the block's exact
- * integer sum (the unsigned weights' products plus the activations'
- * correction), converted, times d_w d_a rounded, fused into the output's
- * accumulator in block order. */
-PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, const bool q4) {
-    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
+/* Fast mode: 16 rows x C columns (C <= PK_COLS_FAST). Each output follows
+ * cpu_fast_mode_dot's operations: the block's exact integer sum (the
+ * unsigned weights' products plus the activations' correction), converted,
+ * times d_w d_a rounded, fused into the output's accumulator in block
+ * order. With one column the sum is two chains (even and odd steps; integer
+ * adds, so the same sum), which the next block's need not wait for. */
+PK_FN void pk_fast_tile_c(const struct pk_tile *t, const int C, const bool q4) {
+    const size_t ahead = pk_vec_ahead(t); /* used with one column */
     const size_t qbytes = q4 ? 256 : 512;
     __m512 acc[PK_COLS_FAST];
     PK_UNROLL
-    for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, 32, qbytes, C == 1, ahead, &hdr);
+        /* step by step across the columns: C independent vpdpbusd chains in
+         * flight, each step's weights (4 elements of the 16 rows) in one
+         * register */
+        __m512i isum[PK_COLS_FAST], odd = _mm512_setzero_si512();
         PK_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, C == 1, ahead, &hdr);
-            /* step by step across the columns: C independent vpdpbusd chains
-             * in flight, each step's weights (4 elements of the 16 rows) in
-             * one register */
-            __m512i isum[PK_COLS_FAST];
-            PK_UNROLL
-            for (int c = 0; c < C; c++) isum[c] = _mm512_set1_epi32(a[c].corr);
-            PK_UNROLL
-            for (int j = 0; j < 8; j++) {
-                const __m512i w = pk_step16(q, j, q4);
-                PK_UNROLL
-                for (int c = 0; c < C; c++) {
-                    pk_dpbusd_bcast(&isum[c], w, a[c].qs + 4 * j);
-                }
-            }
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+        for (int c = 0; c < C; c++) isum[c] = _mm512_set1_epi32(a[c].corr);
+        PK_UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m512i w = pk_step16(q, j, q4);
             PK_UNROLL
             for (int c = 0; c < C; c++) {
-                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
-                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
+                if (C == 1 && j % 2) pk_dpbusd_bcast(&odd, w, a[c].qs + 4 * j);
+                else pk_dpbusd_bcast(&isum[c], w, a[c].qs + 4 * j);
             }
         }
+        if (C == 1) isum[0] = _mm512_add_epi32(isum[0], odd);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+            acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[c]), acc[c]);
+        }
     }
-    pk_fast_store(t, acc, G, C);
+    pk_fast_store(t, acc, C);
 }
 
 #define PK_DISPATCH_8(body)                   \
@@ -296,15 +256,10 @@ PK_FN void pk_fast_tile_gc(const struct pk_tile *t, const int G, const int C, co
         default: body(8); break;              \
     }
 
-/* The legacy tiles: two groups of rows for one column, else up to 8 columns. */
+/* The legacy tiles: up to 8 columns. */
 #define PK_LEGACY_TILE(name, KIND)                                     \
     PK_KERNEL void name(const struct pk_tile *t) {                     \
         const enum pk_legacy kind = KIND;                              \
-        if (t->ncols == 1) {                                           \
-            if (t->ngroups == 2) pk_q8fam_vec(t, 2, kind);             \
-            else pk_q8fam_vec(t, 1, kind);                             \
-            return;                                                    \
-        }                                                              \
         PK_DISPATCH_8(PK_LEGACY_COLS)                                  \
     }
 #define PK_LEGACY_COLS(C) pk_q8fam_tile(t, C, kind)
@@ -326,66 +281,57 @@ PK_LEGACY_TILE(pk_q5_1_tile, PK_Q5_1)
  * --gen-only 28.9 -> 32.1-32.9 GB/s, --prompt-only -m 512 420-428 ->
  * 458-460 GOP/s; Q8_0 (Zen 5, once generation's prefetches reached the
  * next call's groups) -m 512 430-496 -> 586-669 GOP/s, -t 1 -n 512 -m 256
- * 200-232 -> 290-298, generation unchanged. G groups x C columns, G C <=
+ * 200-232 -> 290-298, generation unchanged. C columns from c0, C <=
  * PK_LANES16_COLS (8 accumulators an output); q4: Q4_0's nibbles, else
  * Q8_0's bytes. */
 #define PK_LANES16_COLS 3
-PK_FN void pk_lanes16_tile_gc(const struct pk_tile *t, const int G, const int C, const int c0, const bool q4) {
-    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
+PK_FN void pk_lanes16_tile_c(const struct pk_tile *t, const int C, const int c0, const bool q4) {
+    const size_t ahead = pk_vec_ahead(t); /* used with one column */
     const size_t qbytes = q4 ? 256 : 512;
     __m512 acc[PK_LANES16_COLS][8];
     PK_UNROLL
-    for (int gc = 0; gc < G * C; gc++) {
+    for (int c = 0; c < C; c++) {
         PK_UNROLL
-        for (int l = 0; l < 8; l++) acc[gc][l] = _mm512_setzero_ps();
+        for (int l = 0; l < 8; l++) acc[c][l] = _mm512_setzero_ps();
     }
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8 + c0;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, 32, qbytes, C == 1, ahead, &hdr);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+        __m512 d[PK_LANES16_COLS];
         PK_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 32, qbytes, C == 1, ahead, &hdr);
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
-            __m512 d[PK_LANES16_COLS];
+        for (int c = 0; c < C; c++) d[c] = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+        PK_UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m512i w = pk_step16(q, j, q4);
             PK_UNROLL
-            for (int c = 0; c < C; c++) d[c] = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
-            PK_UNROLL
-            for (int j = 0; j < 8; j++) {
-                const __m512i w = pk_step16(q, j, q4);
-                PK_UNROLL
-                for (int c = 0; c < C; c++) {
-                    __m512i lane = _mm512_set1_epi32(a[c].corr[j]);
-                    pk_dpbusd_bcast(&lane, w, a[c].qs + 4 * j);
-                    acc[g * C + c][j] = _mm512_fmadd_ps(d[c], _mm512_cvtepi32_ps(lane), acc[g * C + c][j]);
-                }
+            for (int c = 0; c < C; c++) {
+                __m512i lane = _mm512_set1_epi32(a[c].corr[j]);
+                pk_dpbusd_bcast(&lane, w, a[c].qs + 4 * j);
+                acc[c][j] = _mm512_fmadd_ps(d[c], _mm512_cvtepi32_ps(lane), acc[c][j]);
             }
         }
     }
     __m512 out[PK_LANES16_COLS];
     PK_UNROLL
-    for (int gc = 0; gc < G * C; gc++) {
-        const __m512 *l = acc[gc];
-        out[gc] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
-                                _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
+    for (int c = 0; c < C; c++) {
+        const __m512 *l = acc[c];
+        out[c] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
+                               _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
     }
     struct pk_tile from_c0 = *t;
     from_c0.dst += c0 * t->dst_stride;
-    pk_fast_store(&from_c0, out, G, C);
+    pk_fast_store(&from_c0, out, C);
 }
 
-/* One column: two groups a call when given; more: the tile's columns
- * PK_LANES16_COLS at a time. */
+/* The tile's columns PK_LANES16_COLS at a time. */
 PK_FN void pk_lanes16_tile(const struct pk_tile *t, const bool q4) {
-    if (t->ncols == 1) {
-        if (t->ngroups == 2) pk_lanes16_tile_gc(t, 2, 1, 0, q4);
-        else pk_lanes16_tile_gc(t, 1, 1, 0, q4);
-        return;
-    }
     for (int c0 = 0; c0 < t->ncols; c0 += PK_LANES16_COLS) {
         const int left = t->ncols - c0;
-        if (left >= 3) pk_lanes16_tile_gc(t, 1, 3, c0, q4);
-        else if (left == 2) pk_lanes16_tile_gc(t, 1, 2, c0, q4);
-        else pk_lanes16_tile_gc(t, 1, 1, c0, q4);
+        if (left >= 3) pk_lanes16_tile_c(t, 3, c0, q4);
+        else if (left == 2) pk_lanes16_tile_c(t, 2, c0, q4);
+        else pk_lanes16_tile_c(t, 1, c0, q4);
     }
 }
 PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) { pk_lanes16_tile(t, true); }
@@ -409,21 +355,13 @@ _Static_assert(PK_LANES16_COLS == 3, "pk_lanes16_tile's cases");
     }
 
 PK_KERNEL void pk_q4_0_fast_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_fast_tile_gc(t, 2, 1, true);
-        return;
-    }
-#define PK_Q4_0_FAST(C) pk_fast_tile_gc(t, 1, C, true)
+#define PK_Q4_0_FAST(C) pk_fast_tile_c(t, C, true)
     PK_DISPATCH_FAST(PK_Q4_0_FAST)
 #undef PK_Q4_0_FAST
 }
 
 PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_fast_tile_gc(t, 2, 1, false);
-        return;
-    }
-#define PK_Q8_0_FAST(C) pk_fast_tile_gc(t, 1, C, false)
+#define PK_Q8_0_FAST(C) pk_fast_tile_c(t, C, false)
     PK_DISPATCH_FAST(PK_Q8_0_FAST)
 #undef PK_Q8_0_FAST
 }
@@ -485,7 +423,8 @@ PK_FN void pk_amx_prepare(const struct pk_tile *t, const bool q4) {
     const __m512i m4 = _mm512_set1_epi8(0x0F), eight = _mm512_set1_epi8(8), ones = _mm512_set1_epi8(1);
     const __m512i flip = _mm512_set1_epi8((char)0x80);
     for (int64_t i = 0; i < t->nb; i++) {
-        const uint8_t *q = t->q + qbytes * i;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, 32, qbytes, false, 0, &hdr);
         struct pk_amx_block *b = t->amx + i;
         __m512i sum = _mm512_setzero_si512();
         PK_UNROLL
@@ -501,7 +440,7 @@ PK_FN void pk_amx_prepare(const struct pk_tile *t, const bool q4) {
             sum = _mm512_dpbusd_epi32(sum, ones, w);
         }
         _mm512_store_si512(b->corr, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum, 7)));
-        _mm512_store_ps(b->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(t->hdr + 32 * i))));
+        _mm512_store_ps(b->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr)));
     }
 }
 
@@ -518,7 +457,7 @@ PK_FN const float *pk_amx_col_scales(const float *d, const bool partial, __mmask
  * 2^s + lo), plus the rows' correction, then cpu_fast_mode_dot's
  * operations: the product of the rows' scales (row_d) and the column's
  * (col_d) first, one FMA; Q4_K (mins: the column's bpairs and b's mins and
- * dmin) then the mins' FMA, as pk_fast_q4_K_gc. */
+ * dmin) then the mins' FMA, as pk_fast_q4_K_c. */
 PK_FN void pk_amx_sums_done(const int32_t *sums, const int32_t *lo, const bool q6, const float *col_d,
                             const float *row_d, const int32_t *corr_p, const int16_t (*bpairs)[8],
                             const struct pk_amx_kblock *mins, const bool partial, __mmask16 cols, __m512 *acc) {
@@ -599,7 +538,7 @@ PK_FN void pk_amx_run(const struct pk_tile *t, const bool partial) {
         if (u + 6 < nb) PK_AMX_PRODUCT(u + 6, 2, 4, 6);
         PK_AMX_BLOCK_DONE(u + 3, sums[3]);
     }
-    pk_fast_store(t, acc, 1, t->ncols);
+    pk_fast_store(t, acc, t->ncols);
 }
 #undef PK_AMX_PRODUCT
 #undef PK_AMX_BLOCK_DONE
@@ -649,7 +588,8 @@ PK_FN void pk_amx_prepare_kq(const struct pk_tile *t, const bool q6) {
         struct pk_amx_kblock *b = t->amx_k + i;
         __m512i sum_hi = _mm512_setzero_si512(), sum_lo = _mm512_setzero_si512();
         if (q6) {
-            const uint8_t *hdr = t->hdr + 288 * i, *q = t->q + 3072 * i;
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, i, 288, 3072, false, 0, &hdr);
             for (int j = 0; j < 16; j++) {
                 const __m512i scw =
                     pk_amx_scale_words(_mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(hdr + 32 + 16 * j))));
@@ -670,7 +610,8 @@ PK_FN void pk_amx_prepare_kq(const struct pk_tile *t, const bool q6) {
             }
             _mm512_store_ps(b->d, _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr)));
         } else {
-            const uint8_t *hdr = t->hdr + 320 * i, *q = t->q + 2048 * i;
+            const uint8_t *hdr;
+            const uint8_t *q = pk_group_block(t, i, 320, 2048, false, 0, &hdr);
             for (int j = 0; j < 8; j++) {
                 const __m512i scw =
                     pk_amx_scale_words(_mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(hdr + 64 + 16 * j))));
@@ -745,7 +686,7 @@ PK_FN void pk_amx_kq_run(const struct pk_tile *t, const bool q6, const bool part
         PK_TILESTORE(3, sums[1][1], 64);
         PK_AMX_SUPER_BLOCK_DONE(i + 1, sums[1]);
     }
-    pk_fast_store(t, acc, 1, t->ncols);
+    pk_fast_store(t, acc, t->ncols);
 }
 #undef PK_AMX_KQ_PRODUCTS
 #undef PK_AMX_SUPER_BLOCK_DONE
@@ -786,84 +727,77 @@ static bool pk_amx_permitted(void) {
     return false;
 }
 
-/* Fast-mode Q4_K: G groups of 16 rows x C columns (G C <= PK_COLS_FAST_K),
+/* Fast-mode Q4_K: 16 rows x C columns (C <= PK_COLS_FAST_K),
  * cpu_fast_mode_dot's operations. A super-block runs in 16 pieces of 16
  * elements (4 vpdpbusd steps from zero: |sum| <= 16 x 15 x 128 fits a
  * word), each added to the integer sum times its sub-block's scale by
  * vpdpwssd (the scale zero-extended to a dword: the high word's product is
  * zero); the mins' sum takes 4 vpdpwssd of the rows' min pairs with the
  * column's sub-block sums. */
-PK_FN void pk_fast_q4_K_gc(const struct pk_tile *t, const int G, const int C) {
-    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
+PK_FN void pk_fast_q4_K_c(const struct pk_tile *t, const int C) {
+    const size_t ahead = pk_vec_ahead(t); /* used with one column */
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 acc[PK_COLS_FAST_K];
     PK_UNROLL
-    for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, 320, 2048, C == 1, ahead, &hdr);
+        __m512i isum[PK_COLS_FAST_K];
         PK_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 320, 2048, C == 1, ahead, &hdr);
-            __m512i isum[PK_COLS_FAST_K];
+        for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
+        for (int jj = 0; jj < 4; jj++) {
             PK_UNROLL
-            for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
-            for (int jj = 0; jj < 4; jj++) {
+            for (int odd = 0; odd < 2; odd++) {
+            const int j = 2 * jj + odd; /* sub-block: the low (even) or high (odd) nibbles of chunk jj */
+            const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(hdr + 64 + 16 * j)));
+            PK_UNROLL
+            for (int h = 0; h < 2; h++) {
+                __m512i part[PK_COLS_FAST_K];
                 PK_UNROLL
-                for (int odd = 0; odd < 2; odd++) {
-                const int j = 2 * jj + odd; /* sub-block: the low (even) or high (odd) nibbles of chunk jj */
-                const __m512i sc = _mm512_cvtepu8_epi32(_mm_loadu_si128((const __m128i *)(hdr + 64 + 16 * j)));
+                for (int c = 0; c < C; c++) part[c] = _mm512_setzero_si512();
                 PK_UNROLL
-                for (int h = 0; h < 2; h++) {
-                    __m512i part[PK_COLS_FAST_K];
+                for (int s = 4 * h; s < 4 * h + 4; s++) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (8 * jj + s));
+                    const __m512i w = _mm512_and_si512(odd ? _mm512_srli_epi16(z, 4) : z, m4);
                     PK_UNROLL
-                    for (int c = 0; c < C; c++) part[c] = _mm512_setzero_si512();
-                    PK_UNROLL
-                    for (int s = 4 * h; s < 4 * h + 4; s++) {
-                        const __m512i z = _mm512_loadu_si512(q + 64 * (8 * jj + s));
-                        const __m512i w = _mm512_and_si512(odd ? _mm512_srli_epi16(z, 4) : z, m4);
-                        PK_UNROLL
-                        for (int c = 0; c < C; c++) pk_dpbusd_bcast(&part[c], w, a[c].qs + 32 * j + 4 * s);
-                    }
-                    PK_UNROLL
-                    for (int c = 0; c < C; c++) isum[c] = _mm512_dpwssd_epi32(isum[c], part[c], sc);
+                    for (int c = 0; c < C; c++) pk_dpbusd_bcast(&part[c], w, a[c].qs + 32 * j + 4 * s);
                 }
-                }
-            }
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
-            PK_UNROLL
-            for (int c = 0; c < C; c++) {
-                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
-                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
-                isum[c] = _mm512_setzero_si512(); /* now the mins' sum */
-            }
-            PK_UNROLL
-            for (int p = 0; p < 4; p++) {
-                const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 192 + 32 * p)));
                 PK_UNROLL
-                for (int c = 0; c < C; c++) {
-                    int32_t pair;
-                    memcpy(&pair, a[c].bpairs + 2 * p, 4);
-                    isum[c] = _mm512_dpwssd_epi32(isum[c], mn, _mm512_set1_epi32(pair));
-                }
+                for (int c = 0; c < C; c++) isum[c] = _mm512_dpwssd_epi32(isum[c], part[c], sc);
             }
-            const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hdr + 32)));
-            PK_UNROLL
-            for (int c = 0; c < C; c++) {
-                const __m512 dm = _mm512_mul_ps(dmw, _mm512_set1_ps(a[c].d));
-                acc[g * C + c] = _mm512_fnmadd_ps(dm, _mm512_cvtepi32_ps(isum[c]), acc[g * C + c]);
             }
         }
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+            acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum[c]), acc[c]);
+            isum[c] = _mm512_setzero_si512(); /* now the mins' sum */
+        }
+        PK_UNROLL
+        for (int p = 0; p < 4; p++) {
+            const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 192 + 32 * p)));
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                int32_t pair;
+                memcpy(&pair, a[c].bpairs + 2 * p, 4);
+                isum[c] = _mm512_dpwssd_epi32(isum[c], mn, _mm512_set1_epi32(pair));
+            }
+        }
+        const __m512 dmw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(hdr + 32)));
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 dm = _mm512_mul_ps(dmw, _mm512_set1_ps(a[c].d));
+            acc[c] = _mm512_fnmadd_ps(dm, _mm512_cvtepi32_ps(isum[c]), acc[c]);
+        }
     }
-    pk_fast_store(t, acc, G, C);
+    pk_fast_store(t, acc, C);
 }
 
 PK_KERNEL void pk_q4_K_fast_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_fast_q4_K_gc(t, 2, 1);
-        return;
-    }
-#define PK_Q4_K_FAST(C) pk_fast_q4_K_gc(t, 1, C)
+#define PK_Q4_K_FAST(C) pk_fast_q4_K_c(t, C)
     PK_DISPATCH_8(PK_Q4_K_FAST)
 #undef PK_Q4_K_FAST
 }
@@ -875,7 +809,7 @@ PK_FN void pk_dpwssd(__m512i *acc, __m512i a, __m512i b) {
     __asm__("vpdpwssd %2, %1, %0" : "+v"(*acc) : "v"(a), "v"(b));
 }
 
-/* Fast-mode Q6_K: G groups of 16 rows x C columns (G C <= PK_COLS_FAST_K),
+/* Fast-mode Q6_K: 16 rows x C columns (C <= PK_COLS_FAST_K),
  * cpu_fast_mode_dot's operations. Per sub-block j of 16 elements the 4
  * weight registers (4 elements of the 16 rows, quants 0..63) are unpacked
  * once for all columns: low or high nibbles selected under the 0x0F mask
@@ -887,8 +821,8 @@ PK_FN void pk_dpwssd(__m512i *acc, __m512i a, __m512i b) {
  * times the rows' scale (s in both words) to the exact integer sum: s x
  * (the sub-block's sum) - 2 s. 2 x the scales' sum, added at the end, takes
  * the -2 s back. */
-PK_FN void pk_fast_q6_K_gc(const struct pk_tile *t, const int G, const int C) {
-    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
+PK_FN void pk_fast_q6_K_c(const struct pk_tile *t, const int C) {
+    const size_t ahead = pk_vec_ahead(t); /* used with one column */
     const __m512i m4 = _mm512_set1_epi8(0x0F), m33 = _mm512_set1_epi8(0x33), mcc = _mm512_set1_epi8((char)0xCC);
     /* bytes 0, 1 of each dword to bytes 2, 3 (the high word) */
     const __m512i to_high = _mm512_set4_epi32(0x0D0C8080, 0x09088080, 0x05048080, 0x01008080);
@@ -898,59 +832,52 @@ PK_FN void pk_fast_q6_K_gc(const struct pk_tile *t, const int G, const int C) {
                                          4, 3, 3, 2, 2, 1, 1, 0, 0);
     __m512 acc[PK_COLS_FAST_K];
     PK_UNROLL
-    for (int gc = 0; gc < G * C; gc++) acc[gc] = _mm512_setzero_ps();
+    for (int c = 0; c < C; c++) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8k6f *a = (const struct pk_act_q8k6f *)t->act + i * PK_COLS_FAST_K;
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, 288, 3072, C == 1, ahead, &hdr);
+        __m512i isum[PK_COLS_FAST_K], ssum = _mm512_setzero_si512();
         PK_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 288, 3072, C == 1, ahead, &hdr);
-            __m512i isum[PK_COLS_FAST_K], ssum = _mm512_setzero_si512();
-            PK_UNROLL
-            for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
-            for (int j = 0; j < 16; j++) {
-                const uint8_t *z = q + 192 * j;
-                const __m512i z0 = _mm512_loadu_si512(z), z1 = _mm512_loadu_si512(z + 64);
-                const __m512i h = _mm512_loadu_si512(z + 128);
-                const __m512i h02 = _mm512_and_si512(h, m33), h13 = _mm512_and_si512(h, mcc);
-                /* 0xE4: the first operand where the mask (third) is set, else the second */
-                const __m512i u0 = _mm512_ternarylogic_epi32(z0, _mm512_slli_epi16(h02, 4), m4, 0xE4);
-                const __m512i u1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z0, 4), _mm512_slli_epi16(h13, 2), m4, 0xE4);
-                const __m512i u2 = _mm512_ternarylogic_epi32(z1, h02, m4, 0xE4);
-                const __m512i u3 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z1, 4), _mm512_srli_epi16(h13, 2), m4, 0xE4);
-                const __m512i sc = _mm512_permutexvar_epi16(
-                    dup, _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(hdr + 32 + 16 * j)))));
-                ssum = _mm512_add_epi16(ssum, sc);
-                PK_UNROLL
-                for (int c = 0; c < C; c++) {
-                    const int8_t *y = a[c].qs + 16 * j;
-                    __m512i lo = _mm512_set1_epi32(a[c].corr[2 * j]), hi = _mm512_set1_epi32(a[c].corr[2 * j + 1]);
-                    pk_dpbusd_bcast(&lo, u0, y);
-                    pk_dpbusd_bcast(&lo, u1, y + 4);
-                    pk_dpbusd_bcast(&hi, u2, y + 8);
-                    pk_dpbusd_bcast(&hi, u3, y + 12);
-                    pk_dpwssd(&isum[c], _mm512_mask_shuffle_epi8(lo, high_words, hi, to_high), sc);
-                }
-            }
-            /* the scales' sums, twice: each scale word pair (s, s) times (1, 1) */
-            const __m512i back = _mm512_madd_epi16(ssum, _mm512_set1_epi16(1));
-            const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+        for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
+        for (int j = 0; j < 16; j++) {
+            const uint8_t *z = q + 192 * j;
+            const __m512i z0 = _mm512_loadu_si512(z), z1 = _mm512_loadu_si512(z + 64);
+            const __m512i h = _mm512_loadu_si512(z + 128);
+            const __m512i h02 = _mm512_and_si512(h, m33), h13 = _mm512_and_si512(h, mcc);
+            /* 0xE4: the first operand where the mask (third) is set, else the second */
+            const __m512i u0 = _mm512_ternarylogic_epi32(z0, _mm512_slli_epi16(h02, 4), m4, 0xE4);
+            const __m512i u1 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z0, 4), _mm512_slli_epi16(h13, 2), m4, 0xE4);
+            const __m512i u2 = _mm512_ternarylogic_epi32(z1, h02, m4, 0xE4);
+            const __m512i u3 = _mm512_ternarylogic_epi32(_mm512_srli_epi16(z1, 4), _mm512_srli_epi16(h13, 2), m4, 0xE4);
+            const __m512i sc = _mm512_permutexvar_epi16(
+                dup, _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(hdr + 32 + 16 * j)))));
+            ssum = _mm512_add_epi16(ssum, sc);
             PK_UNROLL
             for (int c = 0; c < C; c++) {
-                const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
-                acc[g * C + c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[c], back)), acc[g * C + c]);
+                const int8_t *y = a[c].qs + 16 * j;
+                __m512i lo = _mm512_set1_epi32(a[c].corr[2 * j]), hi = _mm512_set1_epi32(a[c].corr[2 * j + 1]);
+                pk_dpbusd_bcast(&lo, u0, y);
+                pk_dpbusd_bcast(&lo, u1, y + 4);
+                pk_dpbusd_bcast(&hi, u2, y + 8);
+                pk_dpbusd_bcast(&hi, u3, y + 12);
+                pk_dpwssd(&isum[c], _mm512_mask_shuffle_epi8(lo, high_words, hi, to_high), sc);
             }
         }
+        /* the scales' sums, twice: each scale word pair (s, s) times (1, 1) */
+        const __m512i back = _mm512_madd_epi16(ssum, _mm512_set1_epi16(1));
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a[c].d));
+            acc[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(isum[c], back)), acc[c]);
+        }
     }
-    pk_fast_store(t, acc, G, C);
+    pk_fast_store(t, acc, C);
 }
 
 PK_KERNEL void pk_q6_K_fast_tile(const struct pk_tile *t) {
-    if (t->ncols == 1 && t->ngroups == 2) {
-        pk_fast_q6_K_gc(t, 2, 1);
-        return;
-    }
-#define PK_Q6_K_FAST(C) pk_fast_q6_K_gc(t, 1, C)
+#define PK_Q6_K_FAST(C) pk_fast_q6_K_c(t, C)
     PK_DISPATCH_8(PK_Q6_K_FAST)
 #undef PK_Q6_K_FAST
 }
@@ -983,11 +910,7 @@ PK_FN __m512i pk_scale_words_i8(const uint8_t *p) {
 
 PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16(u, pk_bcast128(y)); }
 
-/* The k-quant tiles take G groups x C columns (G C <= PK_COLS_K): C columns
- * for prompts, or with one column G = 2 groups, more rows in flight while
- * the weights stream. Accumulator gc = g C + c; group g's rows at
- * t->hdr/q + g group_bytes, its outputs at dst + 4 g. */
-#define PK_GC(g, c) ((g) * C + (c))
+/* The k-quant tiles take one group x C columns (C <= PK_COLS_K). */
 
 /* Q4_K and Q5_K: lanes from the 8 per-32 scales, and the mins. Q4_K: per
  * row 4 lanes mn[2k] (bs[4k] + bs[4k+1]) + mn[2k+1] (bs[4k+2] + bs[4k+3])
@@ -997,75 +920,65 @@ PK_FN __m512i pk_pairs(__m512i u, const int8_t *y) { return _mm512_maddubs_epi16
  * 16 where set, and the mins are one integer sum per block (the 4 lanes
  * added) fused into the row's first min lane alone, so that the reduction
  * adds b1892's scalar sum of them. */
-PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
-    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
+PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C, const int bits) {
+    const size_t ahead = pk_vec_ahead(t); /* used with one column */
     const bool q5 = bits == 5;
     const size_t qbytes = q5 ? 640 : 512;
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K], acc_m[PK_COLS_K];
     PK_UNROLL
-    for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = acc_m[gc] = _mm512_setzero_ps();
+    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = acc_m[c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     for (int64_t i = 0; i < t->nb; i++) {
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, 80, qbytes, C == 1, ahead, &hdr);
+        __m512i l0[PK_COLS_K], l1[PK_COLS_K];
         PK_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, 80, qbytes, C == 1, ahead, &hdr);
-            __m512i l0[PK_COLS_K], l1[PK_COLS_K];
+        for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+        PK_UNROLL
+        for (int j = 0; j < 4; j++) {
+            const __m512i s_lo = pk_scale_words_u8(hdr + 16 + 8 * j), s_hi = pk_scale_words_u8(hdr + 20 + 8 * j);
             PK_UNROLL
-            for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
-            PK_UNROLL
-            for (int j = 0; j < 4; j++) {
-                const __m512i s_lo = pk_scale_words_u8(hdr + 16 + 8 * j), s_hi = pk_scale_words_u8(hdr + 20 + 8 * j);
-                PK_UNROLL
-                for (int h = 0; h < 2; h++) {
-                    const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
-                    __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
-                    if (q5) {
-                        const __m512i qh = _mm512_loadu_si512(q + 512 + 64 * h);
-                        lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << 2 * j))),
-                                                  lo, sixteen);
-                        hi = _mm512_mask_add_epi8(
-                            hi, _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(2 << 2 * j))), hi, sixteen);
-                    }
-                    PK_UNROLL
-                    for (int c = 0; c < C; c++) {
-                        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-                        __m512i *l = h ? &l1[c] : &l0[c];
-                        *l = _mm512_dpwssd_epi32(*l, pk_pairs(lo, a->qs + 64 * j + 16 * h), s_lo);
-                        *l = _mm512_dpwssd_epi32(*l, pk_pairs(hi, a->qs + 64 * j + 32 + 16 * h), s_hi);
-                    }
-                }
-            }
-            const __m512 dx = pk_row_scales(hdr), dmx = pk_row_scales(hdr + 8);
-            const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 48)));
-            PK_UNROLL
-            for (int c = 0; c < C; c++) {
-                const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-                __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
-                const __m512 dm = _mm512_mul_ps(dmx, _mm512_set1_ps(-a->d));
+            for (int h = 0; h < 2; h++) {
+                const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
+                __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
                 if (q5) {
-                    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_BADC));
-                    m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_CDAB));
-                    acc_m[PK_GC(g, c)] = _mm512_mask3_fmadd_ps(dm, _mm512_cvtepi32_ps(m), acc_m[PK_GC(g, c)],
-                                                               (__mmask16)0x1111);
-                } else {
-                    acc_m[PK_GC(g, c)] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m), acc_m[PK_GC(g, c)]);
+                    const __m512i qh = _mm512_loadu_si512(q + 512 + 64 * h);
+                    lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(1 << 2 * j))),
+                                              lo, sixteen);
+                    hi = _mm512_mask_add_epi8(
+                        hi, _mm512_test_epi8_mask(qh, _mm512_set1_epi8((char)(2 << 2 * j))), hi, sixteen);
                 }
-                const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
-                acc_lo[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[PK_GC(g, c)]);
-                acc_hi[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[PK_GC(g, c)]);
+                PK_UNROLL
+                for (int c = 0; c < C; c++) {
+                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                    __m512i *l = h ? &l1[c] : &l0[c];
+                    *l = _mm512_dpwssd_epi32(*l, pk_pairs(lo, a->qs + 64 * j + 16 * h), s_lo);
+                    *l = _mm512_dpwssd_epi32(*l, pk_pairs(hi, a->qs + 64 * j + 32 + 16 * h), s_hi);
+                }
             }
+        }
+        const __m512 dx = pk_row_scales(hdr), dmx = pk_row_scales(hdr + 8);
+        const __m512i mn = _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 48)));
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+            __m512i m = _mm512_madd_epi16(mn, pk_bcast128(a->bpairs));
+            const __m512 dm = _mm512_mul_ps(dmx, _mm512_set1_ps(-a->d));
+            if (q5) {
+                m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_BADC));
+                m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_CDAB));
+                acc_m[c] = _mm512_mask3_fmadd_ps(dm, _mm512_cvtepi32_ps(m), acc_m[c],
+                                                           (__mmask16)0x1111);
+            } else {
+                acc_m[c] = _mm512_fmadd_ps(dm, _mm512_cvtepi32_ps(m), acc_m[c]);
+            }
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+            acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[c]);
+            acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
         }
     }
     PK_UNROLL
-    for (int g = 0; g < G; g++) {
-        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            pk_store_rows(acc_lo[PK_GC(g, c)], acc_hi[PK_GC(g, c)], acc_m[PK_GC(g, c)],
-                          t->dst + c * t->dst_stride + PK_ROWS * g, nrows, true);
-        }
-    }
+    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_m[c], t->dst + c * t->dst_stride, t->nrows, true);
 }
 
 /* Q6_K (bits 6): quants 0..63 (the -32 offset comes back through the
@@ -1078,8 +991,8 @@ PK_FN void pk_q4_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
  * (the high nibbles) (lane k of a row: its mins 2 k, 2 k + 1
  * times the column's 16-sums) fused with -d_y dmin into the same
  * accumulators, as b1892 does. */
-PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, const int bits) {
-    const size_t ahead = pk_vec_ahead(t, G); /* used with one column */
+PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C, const int bits) {
+    const size_t ahead = pk_vec_ahead(t); /* used with one column */
     const bool q3 = bits == 3, q2 = bits == 2;
     const size_t qbytes = q2 ? 256 : q3 ? 384 : 768, hbytes = q2 ? 80 : 72;
     /* Q2_K: the bytes of 8 sub-blocks' scales (sc[j][row]) as words, row r's 8 to its 128-bit lane */
@@ -1087,130 +1000,114 @@ PK_FN void pk_q6_K_tile_gc(const struct pk_tile *t, const int G, const int C, co
                                             9, 5, 1, 28, 24, 20, 16, 12, 8, 4, 0);
     __m512 acc_lo[PK_COLS_K], acc_hi[PK_COLS_K];
     PK_UNROLL
-    for (int gc = 0; gc < G * C; gc++) acc_lo[gc] = acc_hi[gc] = _mm512_setzero_ps();
+    for (int c = 0; c < C; c++) acc_lo[c] = acc_hi[c] = _mm512_setzero_ps();
     const __m512i m4 = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
     const __m512i m18 = _mm512_set1_epi8(0x18), m20 = _mm512_set1_epi8(0x20), m3 = _mm512_set1_epi8(3);
     for (int64_t i = 0; i < t->nb; i++) {
+        const uint8_t *hdr;
+        const uint8_t *q = pk_group_block(t, i, hbytes, qbytes, C == 1, ahead, &hdr);
+        __m512i l0[PK_COLS_K], l1[PK_COLS_K];
         PK_UNROLL
-        for (int g = 0; g < G; g++) {
-            const uint8_t *hdr;
-            const uint8_t *q = pk_group_block(t, g, i, hbytes, qbytes, C == 1, ahead, &hdr);
-            __m512i l0[PK_COLS_K], l1[PK_COLS_K];
+        for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
+        PK_UNROLL
+        for (int n = 0; n < 2; n++) {
             PK_UNROLL
-            for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
-            PK_UNROLL
-            for (int n = 0; n < 2; n++) {
-                PK_UNROLL
-                for (int h = 0; h < 2; h++) {
-                    __m512i u[4];
-                    if (q2) {
-                        const __m512i z = _mm512_loadu_si512(q + 64 * (2 * n + h));
-                        PK_UNROLL
-                        for (int k = 0; k < 4; k++) u[k] = _mm512_and_si512(_mm512_srli_epi16(z, 2 * k), m3);
-                    } else if (q3) {
-                        const __m512i z = _mm512_loadu_si512(q + 64 * (2 * n + h));
-                        const __m512i hm = _mm512_loadu_si512(q + 256 + 64 * h);
-                        PK_UNROLL
-                        for (int k = 0; k < 4; k++) {
-                            /* bits 2 k, 2 k + 1 to 3, 4 (word shifts; the mask keeps each byte's own) */
-                            const __m512i lo2 = _mm512_and_si512(
-                                2 * k <= 3 ? _mm512_slli_epi16(z, 3 - 2 * k) : _mm512_srli_epi16(z, 2 * k - 3), m18);
-                            u[k] = _mm512_mask_add_epi8(
-                                lo2, _mm512_test_epi8_mask(hm, _mm512_set1_epi8((char)(1 << (4 * n + k)))), lo2, m20);
-                        }
-                    } else {
-                        const uint8_t *z = q + 192 * (2 * n + h);
-                        const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
-                        const __m512i qh = _mm512_loadu_si512(z + 128);
-                        /* (a & 0x0F) | (b & 0x30): vpternlogd with the 0x0F mask, b masked first */
-                        u[0] = _mm512_ternarylogic_epi32(n02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xEC);
-                        u[1] = _mm512_ternarylogic_epi32(n13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xEC);
-                        u[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(n02, 4), _mm512_and_si512(qh, m30), m4, 0xEC);
-                        u[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(n13, 4),
-                                                         _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m4, 0xEC);
-                    }
-                    __m512i s[4];
+            for (int h = 0; h < 2; h++) {
+                __m512i u[4];
+                if (q2) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (2 * n + h));
+                    PK_UNROLL
+                    for (int k = 0; k < 4; k++) u[k] = _mm512_and_si512(_mm512_srli_epi16(z, 2 * k), m3);
+                } else if (q3) {
+                    const __m512i z = _mm512_loadu_si512(q + 64 * (2 * n + h));
+                    const __m512i hm = _mm512_loadu_si512(q + 256 + 64 * h);
                     PK_UNROLL
                     for (int k = 0; k < 4; k++) {
-                        const uint8_t *sc = hdr + 8 + 4 * (2 * (4 * n + k) + h);
-                        s[k] = q2 ? _mm512_and_si512(pk_scale_words_u8(sc), _mm512_set1_epi16(0x0F)) : pk_scale_words_i8(sc);
+                        /* bits 2 k, 2 k + 1 to 3, 4 (word shifts; the mask keeps each byte's own) */
+                        const __m512i lo2 = _mm512_and_si512(
+                            2 * k <= 3 ? _mm512_slli_epi16(z, 3 - 2 * k) : _mm512_srli_epi16(z, 2 * k - 3), m18);
+                        u[k] = _mm512_mask_add_epi8(
+                            lo2, _mm512_test_epi8_mask(hm, _mm512_set1_epi8((char)(1 << (4 * n + k)))), lo2, m20);
                     }
-                    const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
-                    const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
+                } else {
+                    const uint8_t *z = q + 192 * (2 * n + h);
+                    const __m512i n02 = _mm512_loadu_si512(z), n13 = _mm512_loadu_si512(z + 64);
+                    const __m512i qh = _mm512_loadu_si512(z + 128);
+                    /* (a & 0x0F) | (b & 0x30): vpternlogd with the 0x0F mask, b masked first */
+                    u[0] = _mm512_ternarylogic_epi32(n02, _mm512_and_si512(_mm512_slli_epi16(qh, 4), m30), m4, 0xEC);
+                    u[1] = _mm512_ternarylogic_epi32(n13, _mm512_and_si512(_mm512_slli_epi16(qh, 2), m30), m4, 0xEC);
+                    u[2] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(n02, 4), _mm512_and_si512(qh, m30), m4, 0xEC);
+                    u[3] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(n13, 4),
+                                                     _mm512_and_si512(_mm512_srli_epi16(qh, 2), m30), m4, 0xEC);
+                }
+                __m512i s[4];
+                PK_UNROLL
+                for (int k = 0; k < 4; k++) {
+                    const uint8_t *sc = hdr + 8 + 4 * (2 * (4 * n + k) + h);
+                    s[k] = q2 ? _mm512_and_si512(pk_scale_words_u8(sc), _mm512_set1_epi16(0x0F)) : pk_scale_words_i8(sc);
+                }
+                const __m512i sp0 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[0], s[1]);
+                const __m512i sp1 = _mm512_mask_blend_epi16(0xAAAAAAAAu, s[2], s[3]);
+                PK_UNROLL
+                for (int c = 0; c < C; c++) {
+                    const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+                    __m512i l = h ? l1[c] : l0[c];
                     PK_UNROLL
-                    for (int c = 0; c < C; c++) {
-                        const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-                        __m512i l = h ? l1[c] : l0[c];
-                        PK_UNROLL
-                        for (int k = 0; k < 4; k++) {
-                            l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
-                        }
-                        if (!q2) {
-                            l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
-                            l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
-                        }
-                        if (h) l1[c] = l; else l0[c] = l;
+                    for (int k = 0; k < 4; k++) {
+                        l = _mm512_dpwssd_epi32(l, pk_pairs(u[k], a->qs + 32 * (4 * n + k) + 16 * h), s[k]);
                     }
+                    if (!q2) {
+                        l = _mm512_dpwssd_epi32(l, sp0, pk_bcast128(a->corr6[n][h][0]));
+                        l = _mm512_dpwssd_epi32(l, sp1, pk_bcast128(a->corr6[n][h][1]));
+                    }
+                    if (h) l1[c] = l; else l0[c] = l;
                 }
             }
-            const __m512 dx = pk_row_scales(hdr);
-            PK_UNROLL
-            for (int c = 0; c < C; c++) {
-                const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
-                const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
-                if (q2) {
-                    const __m512 dm = _mm512_mul_ps(pk_row_scales(hdr + 72), _mm512_set1_ps(-a->d));
-                    PK_UNROLL
-                    for (int half = 0; half < 2; half++) {
-                        const __m512i mn = _mm512_srli_epi16(
-                            _mm512_permutexvar_epi16(
-                                by_row, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 8 + 32 * half)))),
-                            4);
-                        const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(mn, pk_bcast128(a->bsums + 8 * half)));
-                        __m512 *acc = half ? &acc_hi[PK_GC(g, c)] : &acc_lo[PK_GC(g, c)];
-                        *acc = _mm512_fmadd_ps(dm, m, *acc);
-                    }
+        }
+        const __m512 dx = pk_row_scales(hdr);
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_K + c;
+            const __m512 d = _mm512_mul_ps(dx, _mm512_set1_ps(a->d));
+            if (q2) {
+                const __m512 dm = _mm512_mul_ps(pk_row_scales(hdr + 72), _mm512_set1_ps(-a->d));
+                PK_UNROLL
+                for (int half = 0; half < 2; half++) {
+                    const __m512i mn = _mm512_srli_epi16(
+                        _mm512_permutexvar_epi16(
+                            by_row, _mm512_cvtepu8_epi16(_mm256_loadu_si256((const __m256i *)(hdr + 8 + 32 * half)))),
+                        4);
+                    const __m512 m = _mm512_cvtepi32_ps(_mm512_madd_epi16(mn, pk_bcast128(a->bsums + 8 * half)));
+                    __m512 *acc = half ? &acc_hi[c] : &acc_lo[c];
+                    *acc = _mm512_fmadd_ps(dm, m, *acc);
                 }
-                if (q3) {
-                    l0[c] = _mm512_srai_epi32(l0[c], 3);
-                    l1[c] = _mm512_srai_epi32(l1[c], 3);
-                }
-                acc_lo[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[PK_GC(g, c)]);
-                acc_hi[PK_GC(g, c)] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[PK_GC(g, c)]);
             }
+            if (q3) {
+                l0[c] = _mm512_srai_epi32(l0[c], 3);
+                l1[c] = _mm512_srai_epi32(l1[c], 3);
+            }
+            acc_lo[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l0[c]), acc_lo[c]);
+            acc_hi[c] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(l1[c]), acc_hi[c]);
         }
     }
     PK_UNROLL
-    for (int g = 0; g < G; g++) {
-        const int nrows = t->nrows - PK_ROWS * g < PK_ROWS ? t->nrows - PK_ROWS * g : PK_ROWS;
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            pk_store_rows(acc_lo[PK_GC(g, c)], acc_hi[PK_GC(g, c)], acc_lo[PK_GC(g, c)],
-                          t->dst + c * t->dst_stride + PK_ROWS * g, nrows, false);
-        }
-    }
+    for (int c = 0; c < C; c++) pk_store_rows(acc_lo[c], acc_hi[c], acc_lo[c], t->dst + c * t->dst_stride, t->nrows, false);
 }
 
-#undef PK_GC
-
-/* The k-quant tiles: two groups of rows for one column, else up to 8
- * columns; each on the kernel of its family (Q4_K's or Q6_K's) with its bits. */
-#define PK_KQUANT_TILE(name, family, BITS, COLS)                       \
+/* The k-quant tiles: up to 8 columns, each on the kernel of its family
+ * (Q4_K's or Q6_K's) with its bits. */
+#define PK_KQUANT_TILE(name, BITS, COLS)                               \
     PK_KERNEL void name(const struct pk_tile *t) {                     \
         const int bits = BITS;                                         \
-        if (t->ncols == 1 && t->ngroups == 2) {                        \
-            family(t, 2, 1, bits);                                     \
-            return;                                                    \
-        }                                                              \
         PK_DISPATCH_8(COLS)                                            \
     }
-#define PK_Q4_K_COLS(C) pk_q4_K_tile_gc(t, 1, C, bits)
-#define PK_Q6_K_COLS(C) pk_q6_K_tile_gc(t, 1, C, bits)
-PK_KQUANT_TILE(pk_q4_K_tile, pk_q4_K_tile_gc, 4, PK_Q4_K_COLS)
-PK_KQUANT_TILE(pk_q5_K_tile, pk_q4_K_tile_gc, 5, PK_Q4_K_COLS)
-PK_KQUANT_TILE(pk_q2_K_tile, pk_q6_K_tile_gc, 2, PK_Q6_K_COLS)
-PK_KQUANT_TILE(pk_q3_K_tile, pk_q6_K_tile_gc, 3, PK_Q6_K_COLS)
-PK_KQUANT_TILE(pk_q6_K_tile, pk_q6_K_tile_gc, 6, PK_Q6_K_COLS)
+#define PK_Q4_K_COLS(C) pk_q4_K_tile_c(t, C, bits)
+#define PK_Q6_K_COLS(C) pk_q6_K_tile_c(t, C, bits)
+PK_KQUANT_TILE(pk_q4_K_tile, 4, PK_Q4_K_COLS)
+PK_KQUANT_TILE(pk_q5_K_tile, 5, PK_Q4_K_COLS)
+PK_KQUANT_TILE(pk_q2_K_tile, 2, PK_Q6_K_COLS)
+PK_KQUANT_TILE(pk_q3_K_tile, 3, PK_Q6_K_COLS)
+PK_KQUANT_TILE(pk_q6_K_tile, 6, PK_Q6_K_COLS)
 #undef PK_Q4_K_COLS
 #undef PK_Q6_K_COLS
 #undef PK_KQUANT_TILE
