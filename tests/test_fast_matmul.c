@@ -60,9 +60,8 @@ static void fill_weight(struct tensor *w, enum fill fill) {
 }
 
 /* What an output must be in the fast mode: cpu_fast_mode_dot for the
- * types it changes on this CPU, the scalar reference (b1892's) for the
- * others, whose exact kernels run in this mode too (on AVX2 Q4_K and Q6_K
- * among them). */
+ * types it changes, the scalar reference (b1892's) for the others, whose
+ * exact kernels run in this mode too. */
 static float mode_dot(enum ggml_type type, int64_t k, const void *row, const void *colq) {
     if (cpu_fast_mode_type(type)) {
         return cpu_fast_mode_dot(type, k, row, colq);

@@ -30,8 +30,7 @@
  * reference path.
  *
  * Fast mode (opt-in, LLAMAC_MATMUL=fast; see cpu_features.h): Q4_0, Q8_0,
- * Q4_K and Q6_K products (with AVX2 alone Q4_0 and Q8_0: cpu_fast_mode_type)
- * drop b1892's 8 float lanes per output, whose float operations per block
+ * Q4_K and Q6_K products (AVX-512 VNNI or AVX2: cpu_fast_mode_type) drop b1892's 8 float lanes per output, whose float operations per block
  * cap prompts at a quarter of the int8-dot peak. Its
  * arithmetic, for output (row, column) with the column quantized to Q8_0 as
  * on the exact path (same blocks, same scales):
@@ -84,8 +83,7 @@ struct cpu_task;
  * has its kernels. */
 bool cpu_fast_matmul_active(void);
 /* Whether products of `type` take the fast mode's arithmetic: the mode is
- * on and covers the type (Q4_0, Q8_0; Q4_K and Q6_K where the CPU has
- * those kernels too: AVX-512). */
+ * on and covers the type (Q4_0, Q8_0, Q4_K, Q6_K). */
 bool cpu_fast_mode_type(enum ggml_type type);
 /* Whether the fast mode runs its products of many columns on AMX tiles
  * (Intel, not LLAMAC_AMX=0, the kernel permitting). */

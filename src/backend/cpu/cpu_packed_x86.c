@@ -743,11 +743,12 @@ PK_FN void pk_fast_q4_K_c(const struct pk_tile *t, const int C) {
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8k *a = (const struct pk_act_q8k *)t->act + i * PK_COLS_FAST_K;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, i, 320, 2048, C == 1, ahead, &hdr);
+        const uint8_t *q = pk_group_block_large(t, i, 320, 2048, C == 1, ahead, &hdr);
         __m512i isum[PK_COLS_FAST_K];
         PK_UNROLL
         for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
         for (int jj = 0; jj < 4; jj++) {
+            if (C == 1) pk_prefetch(q + 512 * jj, 512, ahead);
             PK_UNROLL
             for (int odd = 0; odd < 2; odd++) {
             const int j = 2 * jj + odd; /* sub-block: the low (even) or high (odd) nibbles of chunk jj */
@@ -836,12 +837,13 @@ PK_FN void pk_fast_q6_K_c(const struct pk_tile *t, const int C) {
     for (int64_t i = 0; i < t->nb; i++) {
         const struct pk_act_q8k6f *a = (const struct pk_act_q8k6f *)t->act + i * PK_COLS_FAST_K;
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, i, 288, 3072, C == 1, ahead, &hdr);
+        const uint8_t *q = pk_group_block_large(t, i, 288, 3072, C == 1, ahead, &hdr);
         __m512i isum[PK_COLS_FAST_K], ssum = _mm512_setzero_si512();
         PK_UNROLL
         for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
         for (int j = 0; j < 16; j++) {
             const uint8_t *z = q + 192 * j;
+            if (C == 1) pk_prefetch(z, 192, ahead);
             const __m512i z0 = _mm512_loadu_si512(z), z1 = _mm512_loadu_si512(z + 64);
             const __m512i h = _mm512_loadu_si512(z + 128);
             const __m512i h02 = _mm512_and_si512(h, m33), h13 = _mm512_and_si512(h, mcc);
