@@ -143,7 +143,7 @@ PA_F16_FN void pa_f16_vec_tile(const uint16_t *w, size_t ws, const float *act, s
     }
     for (int64_t s = 0; s < k; s += 32) {
         PA_F16_UNROLL
-        for (int r = 0; r < R; r++) pk_prefetch((const uint8_t *)(w + r * ws + s), 64, far);
+        for (int r = 0; r < R; r++) pk_prefetch((const uint8_t *)(w + r * ws + s), 64, far, true);
         PA_F16_UNROLL
         for (int j = 0; j < 4; j++) {
             __m256 x[2];

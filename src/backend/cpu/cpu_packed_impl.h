@@ -330,13 +330,18 @@ PK_INLINE size_t pk_stream_ahead(size_t call_bytes) {
 }
 
 /* Matrix-vector kernels stream their weights from memory once: each block
- * asks for the lines `far` bytes ahead of its own, and again 2 KiB ahead
- * (for L1 if the first had gone to L2 only; both as T0: on Zen 5 a T1 hint
- * for the first streamed up to 10% slower). */
-PK_INLINE void pk_prefetch(const uint8_t *block, size_t bytes, size_t far) {
+ * asks for the lines `far` bytes ahead of its own, and with `near` again 2
+ * KiB ahead (for L1 if the first had gone to L2 only; both as T0: on Zen 5
+ * a T1 hint for the first streamed up to 10% slower). The near ones pay
+ * where a line takes much work (the fast k-quants, AVX2's exact ones:
+ * without them 5-9% slower), not in the blocks of pk_group_block (Zen 5,
+ * bench_matmul -t 1 --gen-only without them: exact Q4_0 33 -> 35-36 GB/s,
+ * Q5_0 and Q4_1 +7-10%, Q6_K +10%, fast Q4_0 and Q8_0 +2-20%, AVX2's
+ * fast Q4_0 and Q8_0 +1-18%). */
+PK_INLINE void pk_prefetch(const uint8_t *block, size_t bytes, size_t far, bool near) {
     for (size_t o = 0; o < bytes; o += 64) {
         __builtin_prefetch(block + o + far, 0, 3);
-        __builtin_prefetch(block + o + 2048, 0, 3);
+        if (near) __builtin_prefetch(block + o + 2048, 0, 3);
     }
 }
 
@@ -360,16 +365,17 @@ PK_INLINE const uint8_t *pk_group_block(const struct pk_tile *t, int64_t i, size
                                         size_t ahead, const uint8_t **hdr) {
     const uint8_t *q = pk_block(t->w, i, hbytes, qbytes, hdr);
     if (stream) {
-        pk_prefetch(q, qbytes, ahead);
+        pk_prefetch(q, qbytes, ahead, false);
         pk_prefetch_hdr(*hdr, hbytes, ahead);
     }
     return q;
 }
 
 /* Block i as pk_group_block, for kernels whose blocks are large (the fast
- * Q4_K and Q6_K layouts: 2-3 KiB of quants): when streaming, only the
- * header is prefetched here and the kernel asks for each piece of the
- * quants as it reaches it (pk_prefetch). The block's 32-48 lines asked for
+ * Q4_K and Q6_K layouts: 2-3 KiB of quants) or that want the near
+ * prefetches: when streaming, only the header is prefetched here and the
+ * kernel asks for each piece of the quants as it reaches it (pk_prefetch,
+ * near). The block's 32-48 lines asked for
  * at once streamed 10% slower (Zen 5, bench_matmul -t 1 --gen-only, fast
  * Q6_K 26 -> 29 GB/s, Q4_K 31 -> 34). */
 PK_INLINE const uint8_t *pk_group_block_large(const struct pk_tile *t, int64_t i, size_t hbytes, size_t qbytes,

@@ -748,7 +748,7 @@ PK_FN void pk_fast_q4_K_c(const struct pk_tile *t, const int C) {
         PK_UNROLL
         for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
         for (int jj = 0; jj < 4; jj++) {
-            if (C == 1) pk_prefetch(q + 512 * jj, 512, ahead);
+            if (C == 1) pk_prefetch(q + 512 * jj, 512, ahead, true);
             PK_UNROLL
             for (int odd = 0; odd < 2; odd++) {
             const int j = 2 * jj + odd; /* sub-block: the low (even) or high (odd) nibbles of chunk jj */
@@ -843,7 +843,7 @@ PK_FN void pk_fast_q6_K_c(const struct pk_tile *t, const int C) {
         for (int c = 0; c < C; c++) isum[c] = _mm512_setzero_si512();
         for (int j = 0; j < 16; j++) {
             const uint8_t *z = q + 192 * j;
-            if (C == 1) pk_prefetch(z, 192, ahead);
+            if (C == 1) pk_prefetch(z, 192, ahead, true);
             const __m512i z0 = _mm512_loadu_si512(z), z1 = _mm512_loadu_si512(z + 64);
             const __m512i h = _mm512_loadu_si512(z + 128);
             const __m512i h02 = _mm512_and_si512(h, m33), h13 = _mm512_and_si512(h, mcc);
@@ -1160,7 +1160,7 @@ PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, siz
         __m512 x0[PK_F16_TR], x1[PK_F16_TR];
         PK_UNROLL
         for (int r = 0; r < R; r++) {
-            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64, far); /* read in place: streaming */
+            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64, far, true); /* read in place: streaming */
             x0[r] = pk_load_w(w, f16, r * ws + k);
             x1[r] = pk_load_w(w, f16, r * ws + k + 16);
         }
@@ -1638,8 +1638,8 @@ PK_VBMI_FN void pk_iq2v_pair(const struct pk_iq2_vec *v, const uint8_t *row0, co
     for (int64_t i = 0; i < v->nb; i++) {
         const uint8_t *b0 = row0 + bb * (size_t)i, *b1 = row1 + bb * (size_t)i;
         const struct pk_act_iq2v *a = (const struct pk_act_iq2v *)(v->act + v->act_stride * (size_t)i); /* a[c] */
-        pk_prefetch(b0, bb, PK_PREFETCH_BYTES);
-        pk_prefetch(b1, bb, PK_PREFETCH_BYTES);
+        pk_prefetch(b0, bb, PK_PREFETCH_BYTES, true);
+        pk_prefetch(b1, bb, PK_PREFETCH_BYTES, true);
         /* the 64 bytes of qs (the same offset in both block types) */
         _Static_assert(offsetof(block_iq2_xxs, qs) == offsetof(block_iq2_xs, qs) &&
                            offsetof(block_iq2_xxs, d) == offsetof(block_iq2_xs, d), "IQ2 blocks: d, then qs");
