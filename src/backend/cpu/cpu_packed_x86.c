@@ -1160,7 +1160,7 @@ PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, siz
         __m512 x0[PK_F16_TR], x1[PK_F16_TR];
         PK_UNROLL
         for (int r = 0; r < R; r++) {
-            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64, far, true); /* read in place: streaming */
+            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64, far, false); /* read in place: streaming */
             x0[r] = pk_load_w(w, f16, r * ws + k);
             x1[r] = pk_load_w(w, f16, r * ws + k + 16);
         }
