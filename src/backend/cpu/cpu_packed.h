@@ -30,7 +30,8 @@
  * reference path.
  *
  * Fast mode (opt-in, LLAMAC_MATMUL=fast; see cpu_features.h): Q4_0, Q8_0,
- * Q4_K and Q6_K products (AVX-512 VNNI or AVX2: cpu_fast_mode_type) drop b1892's 8 float lanes per output, whose float operations per block
+ * Q4_K and Q6_K products (AVX-512 VNNI or AVX2: cpu_fast_mode_type) drop
+ * b1892's 8 float lanes per output, whose float operations per block
  * cap prompts at a quarter of the int8-dot peak. Its
  * arithmetic, for output (row, column) with the column quantized to Q8_0 as
  * on the exact path (same blocks, same scales):

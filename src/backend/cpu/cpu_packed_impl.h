@@ -376,9 +376,9 @@ PK_INLINE const uint8_t *pk_group_block(const struct pk_tile *t, int64_t i, size
  * Q4_K and Q6_K layouts: 2-3 KiB of quants) or that want the near
  * prefetches: when streaming, only the header is prefetched here and the
  * kernel asks for each piece of the quants as it reaches it (pk_prefetch,
- * near). The block's 32-48 lines asked for
- * at once streamed 10% slower (Zen 5, bench_matmul -t 1 --gen-only, fast
- * Q6_K 26 -> 29 GB/s, Q4_K 31 -> 34). */
+ * near). The block's 32-48 lines asked for at once streamed 10% slower
+ * (Zen 5, bench_matmul -t 1 --gen-only, fast Q6_K 26 -> 29 GB/s, Q4_K 31
+ * -> 34). */
 PK_INLINE const uint8_t *pk_group_block_large(const struct pk_tile *t, int64_t i, size_t hbytes, size_t qbytes,
                                               bool stream, size_t ahead, const uint8_t **hdr) {
     const uint8_t *q = pk_block(t->w, i, hbytes, qbytes, hdr);
