@@ -1,15 +1,15 @@
 /*
  * op_attention (one node) against the nodes it replaces, bit for bit:
  * cont(permute(mul_mat(v, soft_max(mul_mat_masked(k, q, mask), mask, scale)))),
- * on operands
- * laid out as the model graph lays them out (keys and values as views of
- * F16 caches, queries a permuted view), causal masks with a second sequence's
- * cells closed (every fifth cell, or whole spans of 64 cells, with a token
- * that sees no cell at all: NaNs, as b1892 gives them), grouped-query heads, one query column (generation), a few
- * (with a thousand keys or more, the heads of a KV head in one work item)
- * and many (several column blocks), head sizes that the packed kernels take
- * (32 | d) and that they do not, 1-3 threads. Shapes that do not fit are
- * refused with an error.
+ * on operands laid out as the model graph lays them out (keys and values as
+ * views of F16 caches, queries a permuted view), causal masks with a second
+ * sequence's cells closed (every fifth cell, or whole spans of 64 cells, with
+ * a token that sees no cell at all: NaNs, as b1892 gives them), grouped-query
+ * heads, one query column (generation), a few (with at least as many KV heads
+ * x tokens as threads, the heads of a KV head in one work item; else a head
+ * an item) and many (several column blocks), head sizes that the packed
+ * kernels take (32 | d) and that they do not, 1-3 threads. Shapes that do
+ * not fit are refused with an error.
  */
 #include "test_util.h"
 
@@ -108,8 +108,8 @@ int main(void) {
         { 64, 96, 40, 8, 2, false },     /* one column block, two key blocks */
         { 64, 1088, 300, 4, 1, false },  /* several column blocks (scores of 1088 keys) */
         { 64, 2048, 512, 4, 1, false },
-        { 64, 160, 1, 8, 2, false },     /* generation: one query */
-        { 64, 1056, 1, 8, 2, false },    /* generation at depth: the 4 heads of a KV head together */
+        { 64, 160, 1, 8, 2, false },     /* generation: one query (grouped with 1-2 threads, not 3) */
+        { 64, 1056, 1, 8, 2, false },    /* generation at depth */
         { 64, 1088, 3, 8, 2, false },    /* a few queries at depth: grouped per token */
         { 8, 1030, 2, 8, 2, false },     /* grouped on the reference kernels */
         { 128, 64, 7, 4, 4, false },     /* no grouping, fewer queries than a tile */

@@ -24,17 +24,18 @@
 #define ATTN_KV_ROWS 64
 /* Bytes of one work item's scores: its query columns are as many as fit. */
 #define ATTN_SCORE_BYTES ((int64_t)256 << 10)
-/* Below this many tokens and from this many keys, heads that share a KV
- * head share work items: fewer, larger items (as many as KV heads x tokens)
- * balance worse between the threads, which costs more than reading the
- * keys once saves below about a thousand keys (TinyLlama shape, 2 threads:
- * -1.3% per token at 450 keys, +5% at 1700). */
+/* Below this many tokens, heads that share a KV head share work items
+ * (as many as KV heads x tokens) when there are enough of them for the
+ * threads: the heads' queries are the columns of one product, which reads
+ * the keys and values once and takes the packed kernels' many-column paths.
+ * The node alone, 32 heads on 4 KV heads, one token, 2 threads, cache in
+ * L2 (Zen 5): 11 -> 4 us at 32 keys, 24 -> 14 at 128, 47 -> 23 at 416,
+ * 135 -> 66 at 1024. */
 #define ATTN_GROUPED_MAX_TOKENS 4
-#define ATTN_GROUPED_MIN_KV 1024
 
 struct attn_shape {
     int64_t d_k, d_v, n_kv, n_tok, n_head, heads_per_kv;
-    /* With few tokens, many keys and grouped heads (generation at depth), an
+    /* With few tokens and grouped heads (generation), an
      * item is one token and the heads of one KV head, whose keys and values
      * it reads once; else one head and a block of tok_cols tokens. */
     bool grouped;
@@ -45,13 +46,13 @@ struct attn_shape {
     size_t q_stride, s_stride;    /* between columns of the queries and of the scores */
 };
 
-static struct attn_shape attn_shape_of(const struct tensor *dst) {
+static struct attn_shape attn_shape_of(const struct tensor *dst, int n_threads) {
     const struct tensor *k = dst->src[0], *q = dst->src[1], *v = dst->src[3];
     struct attn_shape s = {
         .d_k = k->ne[0], .d_v = v->ne[1], .n_kv = k->ne[1], .n_tok = q->ne[1], .n_head = q->ne[2],
         .heads_per_kv = q->ne[2] / k->ne[2],
     };
-    s.grouped = s.heads_per_kv > 1 && s.n_tok < ATTN_GROUPED_MAX_TOKENS && s.n_kv >= ATTN_GROUPED_MIN_KV;
+    s.grouped = s.heads_per_kv > 1 && s.n_tok < ATTN_GROUPED_MAX_TOKENS && k->ne[2] * s.n_tok >= n_threads;
     if (s.grouped) {
         s.tok_cols = 1;
         s.cols = s.heads_per_kv;
@@ -114,7 +115,7 @@ static size_t attn_thread_bytes(const struct attn_shape *s, struct attn_scratch 
 }
 
 static size_t cpu_attention_work(const struct tensor *dst, int n_threads) {
-    const struct attn_shape s = attn_shape_of(dst);
+    const struct attn_shape s = attn_shape_of(dst, n_threads);
     return attn_table_bytes(&s) + (size_t)n_threads * attn_thread_bytes(&s, NULL, NULL);
 }
 
@@ -257,7 +258,7 @@ static void attn_item(const struct tensor *dst, const struct attn_shape *s, cons
 }
 
 static void cpu_attention(const struct cpu_task *task, struct tensor *dst) {
-    const struct attn_shape s = attn_shape_of(dst);
+    const struct attn_shape s = attn_shape_of(dst, task->nth);
     if (task->phase == CPU_PHASE_INIT) {
         attn_mask_table(task, dst, &s);
         return;

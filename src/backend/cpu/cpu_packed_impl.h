@@ -387,11 +387,17 @@ PK_INLINE const uint8_t *pk_group_block_large(const struct pk_tile *t, int64_t i
 }
 
 /* F16 work items: up to pk_f16_rows(k) rows x PK_F16_COL_BLOCK columns.
- * With PK_F16_MIN_COLS columns or more the rows are converted to floats once
- * (at most PK_F16_ROWS_BYTES, half of a 2 MiB L2 cache), then each tile
- * column runs k in blocks of PK_F16_KB over all row pairs, its accumulators
- * waiting in scratch between blocks, so that a tile's operands come from L1;
- * with fewer columns the halves are read in place in one pass. An item reads
+ * With many columns the rows are converted to floats once (at most
+ * PK_F16_ROWS_BYTES, half of a 2 MiB L2 cache), then each tile column runs
+ * k in blocks of PK_F16_KB over all row pairs, its accumulators waiting in
+ * scratch between blocks, so that a tile's operands come from L1; with few
+ * the halves are read in place, a pass per tile column. Few is fewer than
+ * PK_F16_MIN_COLS for the AVX2 kernels, up to PK_F16_INPLACE_COLS for the
+ * AVX-512 ones: converting pays only over many tile columns, and for two
+ * it wrote scratch that had left the caches (generation's attention, the
+ * values of a KV head for its 8 query heads, TinyLlama shape at 0-800 keys:
+ * the node 55-64 -> 44-48 us a layer, Zen 5). (Both transpose the rows
+ * instead at a short k with PK_F16_MIN_COLS columns or more.) An item reads
  * its columns from L3 once, so the more rows it holds the less that costs:
  * at k = 5632 32 rows instead of 16 made the product 12% faster. */
 #define PK_F16_ROWS_BYTES ((size_t)1 << 20)
@@ -400,6 +406,7 @@ PK_INLINE const uint8_t *pk_group_block_large(const struct pk_tile *t, int64_t i
 #define PK_F16_KB 1024
 #define PK_F16_MIN_COLS 4
 #define PK_F16_TILE_COLS 6
+#define PK_F16_INPLACE_COLS (2 * PK_F16_TILE_COLS)
 /* Floats between consecutive rows of F16 activations and converted weights:
  * k plus a cache line, so rows a power of two apart do not all fall in the
  * same L1 set. */

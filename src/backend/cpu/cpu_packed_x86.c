@@ -1392,16 +1392,19 @@ PK_FN void pk_f16_short_item(const struct pk_f16_item *it) {
 PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
     const int64_t k = it->k;
     const size_t ks = it->act_stride, ws = pk_f16_stride(k); /* columns; converted rows */
-    if (it->ncols < PK_F16_MIN_COLS) {  /* matrix-vector: halves in place, one pass */
-        for (int r = 0; r < it->nrows; r += PK_F16_TR) {
-            const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
-            pk_f16_tile_any(it->w + r * it->w_stride, true, it->w_stride, it->act, ks, k, NULL, true, true,
-                            it->dst + r, it->dst_stride, R, it->ncols);
-        }
+    if (it->ncols >= PK_F16_MIN_COLS && k <= PK_F16_SHORT_K) {
+        pk_f16_short_item(it);
         return;
     }
-    if (k <= PK_F16_SHORT_K) {
-        pk_f16_short_item(it);
+    if (it->ncols <= PK_F16_INPLACE_COLS) {  /* the halves in place, a pass per tile column */
+        for (int r = 0; r < it->nrows; r += PK_F16_TR) {
+            const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
+            for (int c = 0; c < it->ncols; c += PK_F16_TC) {
+                const int C = it->ncols - c < PK_F16_TC ? it->ncols - c : PK_F16_TC;
+                pk_f16_tile_any(it->w + r * it->w_stride, true, it->w_stride, it->act + c * ks, ks, k, NULL, true,
+                                true, it->dst + c * it->dst_stride + r, it->dst_stride, R, C);
+            }
+        }
         return;
     }
     /* the rows as floats once, as far as any column needs them; then per tile
