@@ -419,6 +419,15 @@ static pk_tile_fn pk_product_kernel(const struct tensor *w, int64_t ncols) {
     return amx ? amx : pk_quant_kernel(w->type);
 }
 
+/* The two-group kernel of a product of w with ncols columns, if its type
+ * has one and the product runs on the type's own kernel (not AMX's, and
+ * more than one column: one streams a group a call). */
+static pk_tile_fn pk_pair_kernel(const struct tensor *w, int64_t ncols) {
+    const struct pk_kernels *k = pk_kernels();
+    if (!k || ncols < 2 || w->type != GGML_TYPE_Q8_0 || pk_amx_kernel(w, ncols)) return NULL;
+    return k->q8_0_pair;
+}
+
 /* ---- packing ------------------------------------------------------------------------------- */
 
 static int64_t pk_blocks_per_row(const struct tensor *w) { return w->ne[0] / pk_type_get(w->type)->blck; }
@@ -1036,6 +1045,7 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
     const int64_t nb = pk_blocks_per_row(w), ncols = tensor_nrows(x);
     const struct pk_type *pt = pk_product_type(w, ncols);
     const pk_tile_fn kernel = pk_product_kernel(w, ncols);
+    const pk_tile_fn pair = eg ? NULL : pk_pair_kernel(w, ncols); /* (experts' tiles go through tile_out) */
     const int64_t tiles = eg ? eg->tiles : (ncols + pt->max_cols - 1) / pt->max_cols;
     const int64_t groups = pk_groups(w), rows = pt->rows;
     const size_t gb = pk_group_bytes(pt, nb);
@@ -1056,23 +1066,26 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
             g0 = r0 / rows;
             g1 = (r1 + rows - 1) / rows;
         }
-        for (int64_t g = g0; g < g1; g++) {
+        for (int64_t g = g0; g < g1;) {
             const int64_t rows_left = w->ne[1] - g * rows;
             const int nrows = (int)(rows_left < rows ? rows_left : rows);
+            const bool two = pair && g + 1 < g1; /* the chunk's groups in pairs */
+            const int nrows2 = two ? (int)(rows_left - rows < rows ? rows_left - rows : rows) : 0;
             for (int64_t tile = t0; tile < t1; tile++) {
                 const struct tensor *wt = eg ? dst->src[2 + eg->expert_of[tile]] : w;
                 const uint8_t *group = ((const struct cpu_packed_weight *)wt->extra)->data + (size_t)g * gb;
                 struct pk_tile t = {
                     .w = group, .nb = nb, .group_bytes = gb,
                     .act = tl->act + (size_t)tile * tile_bytes, .ncols = pk_tile_cols(tl, pt, ncols, tile),
-                    .nrows = nrows, .amx = (struct pk_amx_block *)tl->decoded,
+                    .nrows = nrows, .nrows2 = nrows2, .amx = (struct pk_amx_block *)tl->decoded,
                     .amx_k = (struct pk_amx_kblock *)tl->decoded, .amx_ready = group == amx_group,
                 };
                 amx_group = group;
                 t.dst = pk_tile_dst(tl, dst, tile, pt->max_cols, g * rows, (int)rows, &t.dst_stride);
-                kernel(&t);
+                (two ? pair : kernel)(&t);
                 pk_tile_scatter(tl, dst, tile, pt->max_cols, t.ncols, g * rows, nrows, (int)rows);
             }
+            g += two ? 2 : 1;
         }
     }
 }

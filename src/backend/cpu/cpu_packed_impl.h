@@ -293,6 +293,7 @@ struct pk_tile {
     const uint8_t *act;        /* the columns' activation tile */
     int ncols;                 /* 1..the kernel's columns per tile */
     int nrows;                 /* rows to store: 1..rows per group */
+    int nrows2;                /* two-group kernels (pk_kernels.q8_0_pair): the next group's rows to store */
     float *dst;                /* output of the group's first row, first column */
     size_t dst_stride;         /* floats per column of dst */
     /* AMX kernels: the thread's pk_amx_block for each block of the group,
@@ -537,6 +538,9 @@ struct pk_kernels {
     enum pk_isa isa;
     bool fast;             /* the table has the fast mode's kernels (else LLAMAC_MATMUL=fast changes nothing) */
     pk_tile_fn q4_0, q8_0, q5_0, q4_1, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K;
+    /* fast mode, products of more than one column (else NULL): a Q8_0
+     * kernel that takes two consecutive groups a call (pk_tile.nrows2) */
+    pk_tile_fn q8_0_pair;
     pk_f16_item_fn f16;
     pk_iq2_decode_fn iq2_decode;
     pk_iq2_tile_fn iq2;
