@@ -335,11 +335,12 @@ PK_INLINE size_t pk_stream_ahead(size_t call_bytes) {
  * KiB ahead (for L1 if the first had gone to L2 only; both as T0: on Zen 5
  * a T1 hint for the first streamed up to 10% slower). The near ones pay
  * where a line takes much work (the fast k-quants; with AVX2 the exact
- * k-quants and the F16 rows: without them 2-9% slower), not in the blocks
- * of pk_group_block nor AVX-512's F16 rows (Zen 5, bench_matmul -t 1
- * --gen-only without them: F16 +1-6%, exact Q4_0 33 -> 35-36 GB/s,
- * Q5_0 and Q4_1 +7-10%, Q6_K +10%, fast Q4_0 and Q8_0 +2-20%, AVX2's
- * fast Q4_0 and Q8_0 +1-18%). */
+ * k-quants and the F16 rows: without them 2-9% slower) and in AVX-512's
+ * F16 rows four at a time (+7% at k = 2048), not in the blocks of
+ * pk_group_block (Zen 5, bench_matmul -t 1 --gen-only without them: exact
+ * Q4_0 33 -> 35-36 GB/s, Q5_0 and Q4_1 +7-10%, Q6_K +10%, fast Q4_0 and
+ * Q8_0 +2-20%, AVX2's fast Q4_0 and Q8_0 +1-18%; AVX-512's F16 rows, then
+ * two at a time, +1-6%). */
 PK_INLINE void pk_prefetch(const uint8_t *block, size_t bytes, size_t far, bool near) {
     for (size_t o = 0; o < bytes; o += 64) {
         __builtin_prefetch(block + o + far, 0, 3);

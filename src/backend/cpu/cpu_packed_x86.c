@@ -1203,8 +1203,17 @@ PK_FN float pk_f16_reduce(__m512 a01, __m512 a23) {
     return _mm_cvtss_f32(_mm_add_ss(p, _mm_movehl_ps(p, p)));
 }
 
-/* Tiles of PK_F16_TR rows x up to PK_F16_TC columns. */
+/* Tiles of PK_F16_TR rows x up to PK_F16_TC columns; with one column (a
+ * matrix-vector product, which streams the weights) PK_F16_VEC_ROWS rows,
+ * each a stream of its own, the lines of each asked for twice (a call and
+ * 2 KiB ahead). Against two rows and the far prefetch only, interleaved in
+ * one process (the host's bandwidth moves too much between processes), 2
+ * threads, weights of 40-400 matrices: 2048 x 5632 +24%, 2048 x 2048 +23%,
+ * 2048 x 32000 +24%, 5632 x 2048 +3-10%, 4096 x 4096 +15%, 11008 x 4096
+ * +20%, 4096 x 11008 +12% (Zen 5; eight rows won at some shapes and lost
+ * at others). */
 #define PK_F16_TR 2
+#define PK_F16_VEC_ROWS 4
 #define PK_F16_TC PK_F16_TILE_COLS
 
 /* An R x C tile over n elements (a multiple of 32): row r of the weights at
@@ -1214,7 +1223,7 @@ PK_FN float pk_f16_reduce(__m512 a01, __m512 a23) {
 PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, size_t as, int64_t n, float *acc,
                        bool first, bool last, float *dst, size_t ds, const int R, const int C) {
     const size_t far = pk_stream_ahead((size_t)R * ws * sizeof(fp16_t)); /* used with f16 */
-    __m512 a01[PK_F16_TR][PK_F16_TC], a23[PK_F16_TR][PK_F16_TC];
+    __m512 a01[PK_F16_VEC_ROWS][PK_F16_TC], a23[PK_F16_VEC_ROWS][PK_F16_TC];
     PK_UNROLL
     for (int r = 0; r < R; r++) {
         PK_UNROLL
@@ -1228,10 +1237,10 @@ PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, siz
         }
     }
     for (int64_t k = 0; k < n; k += 32) {
-        __m512 x0[PK_F16_TR], x1[PK_F16_TR];
+        __m512 x0[PK_F16_VEC_ROWS], x1[PK_F16_VEC_ROWS];
         PK_UNROLL
         for (int r = 0; r < R; r++) {
-            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64, far, false); /* read in place: streaming */
+            if (f16) pk_prefetch((const uint8_t *)((const fp16_t *)w + r * ws + k), 64, far, C == 1); /* read in place: streaming */
             x0[r] = pk_load_w(w, f16, r * ws + k);
             x1[r] = pk_load_w(w, f16, r * ws + k + 16);
         }
@@ -1264,7 +1273,11 @@ PK_FN void pk_f16_tile(const void *w, bool f16, size_t ws, const float *act, siz
 PK_FN void pk_f16_tile_any(const void *w, bool f16, size_t ws, const float *act, size_t as, int64_t n, float *acc,
                            bool first, bool last, float *dst, size_t ds, int R, int C) {
 #define PK_F16_T(r, c) pk_f16_tile(w, f16, ws, act, as, n, acc, first, last, dst, ds, r, c)
-    if (R == 2) {
+    _Static_assert(PK_F16_VEC_ROWS == 4, "pk_f16_tile_any's cases");
+    if (C == 1 && R > 2) {
+        if (R == 4) PK_F16_T(4, 1);
+        else PK_F16_T(3, 1);
+    } else if (R == 2) {
         switch (C) {
             case 6: PK_F16_T(2, 6); break;
             case 5: PK_F16_T(2, 5); break;
@@ -1468,8 +1481,9 @@ PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
         return;
     }
     if (it->ncols <= PK_F16_INPLACE_COLS) {  /* the halves in place, a pass per tile column */
-        for (int r = 0; r < it->nrows; r += PK_F16_TR) {
-            const int R = it->nrows - r < PK_F16_TR ? it->nrows - r : PK_F16_TR;
+        const int rows = it->ncols == 1 ? PK_F16_VEC_ROWS : PK_F16_TR;
+        for (int r = 0; r < it->nrows; r += rows) {
+            const int R = it->nrows - r < rows ? it->nrows - r : rows;
             for (int c = 0; c < it->ncols; c += PK_F16_TC) {
                 const int C = it->ncols - c < PK_F16_TC ? it->ncols - c : PK_F16_TC;
                 pk_f16_tile_any(it->w + r * it->w_stride, true, it->w_stride, it->act + c * ks, ks, k, NULL, true,
