@@ -217,11 +217,12 @@ static void check_mul_mat_id(struct cpu_threadpool *pool) {
  * region and the tails are claimed in chunks (pk_vec_next): every row
  * computed once, with each of g_thread_counts (the last takes the
  * chunks-only schedule of more threads than CPUs). An odd row count gives
- * regions of different lengths. */
+ * regions of different lengths (and Q8_0's groups, streamed two at a time
+ * with AVX-512, odd ones alone). */
 static void check_long_matvec(struct cpu_threadpool *pool) {
-    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1,
-                                            GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K, GGML_TYPE_Q5_K,
-                                            GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_F16 };
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_1, GGML_TYPE_Q5_0,
+                                            GGML_TYPE_Q5_1, GGML_TYPE_Q2_K, GGML_TYPE_Q3_K, GGML_TYPE_Q4_K,
+                                            GGML_TYPE_Q5_K, GGML_TYPE_IQ2_XXS, GGML_TYPE_IQ2_XS, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
         struct tensor_ctx *ctx = tensor_ctx_new(16, 16 << 20);
         struct tensor *w = tensor_new_2d(ctx, types[i], 512, 2003);

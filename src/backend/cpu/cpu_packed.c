@@ -420,11 +420,10 @@ static pk_tile_fn pk_product_kernel(const struct tensor *w, int64_t ncols) {
 }
 
 /* The two-group kernel of a product of w with ncols columns, if its type
- * has one and the product runs on the type's own kernel (not AMX's, and
- * more than one column: one streams a group a call). */
+ * has one and the product runs on the type's own kernel (not AMX's). */
 static pk_tile_fn pk_pair_kernel(const struct tensor *w, int64_t ncols) {
     const struct pk_kernels *k = pk_kernels();
-    if (!k || ncols < 2 || w->type != GGML_TYPE_Q8_0 || pk_amx_kernel(w, ncols)) return NULL;
+    if (!k || w->type != GGML_TYPE_Q8_0 || pk_amx_kernel(w, ncols)) return NULL;
     return k->q8_0_pair;
 }
 
@@ -1036,9 +1035,11 @@ static int pk_tile_runs(const struct pk_expert_groups *eg, int64_t tiles, int64_
 }
 
 /* Quantized weights (2-d, packed): with one column tile, row groups as
- * pk_vec_next hands them out; else chunks of rows x column tiles sized to the L2 cache
- * (cpu_chunks_plan), in which each group's rows stay in L1 while they pass
- * over the chunk's tiles. Threads claim chunks as they go. */
+ * pk_vec_next hands them out; else chunks of rows x column tiles sized to
+ * the L2 cache (cpu_chunks_plan), in which each group's rows stay in L1
+ * while they pass over the chunk's tiles. Threads claim chunks as they go.
+ * Where the type has a two-group kernel (pk_pair_kernel) the groups of a
+ * range go to it in pairs, an odd last one alone. */
 static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, const struct pk_tiles *tl) {
     const struct pk_expert_groups *eg = tl->eg;
     const struct tensor *w = eg ? dst->src[2] : dst->src[0], *x = dst->src[1]; /* experts: one type and shape */

@@ -194,6 +194,16 @@ PK_FN __m512i pk_step16(const uint8_t *q, const int j, const bool q4) {
     return _mm512_and_si512(j < 4 ? z : _mm512_srli_epi16(z, 4), _mm512_set1_epi8(0x0F));
 }
 
+/* The second group of a two-group call as a call of its own. */
+PK_FN struct pk_tile pk_tile_second(const struct pk_tile *t) {
+    struct pk_tile s = *t;
+    s.w += t->group_bytes;
+    s.dst += PK_FAST_ROWS;
+    s.nrows = t->nrows2;
+    s.nrows2 = 0;
+    return s;
+}
+
 /* Stores a fast tile's outputs: 16 rows (lane = row, lanes past t->nrows
  * masked off) x C columns. */
 PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int C) {
@@ -243,77 +253,6 @@ PK_FN void pk_fast_tile_c(const struct pk_tile *t, const int C, const bool q4) {
     }
     pk_fast_store(t, acc, C);
 }
-
-/* Fast mode, Q8_0, two groups a call (products of several columns): the
- * group at t->w and the next one (t->w + t->group_bytes, t->nrows2 of its
- * rows stored, at t->dst + PK_FAST_ROWS) x C columns from c0 (C <=
- * PK_FAST_PAIR_COLS), each output as pk_fast_tile_c's. An activation
- * broadcast, loaded into a register once, feeds both groups' vpdpbusd. Zen
- * 5 loads two vectors a cycle, as many as it runs vpdpbusd, and 16 rows x
- * 12 columns take a load per vpdpbusd (its embedded broadcast) besides the
- * corrections', scales' and weights': about 1.3 a vpdpbusd, against 0.8
- * here. bench_matmul -t 1 --prompt-only -k 2048 -n 5632 -m 512, best of
- * 10, six rounds: 616-636 -> 650-669 GOP/s; llamac bench --fast-matmul pp
- * 512 on the TinyLlama-shaped Q8_0 +5% (Zen 5). Q4_0 does not gain (-4%):
- * its two groups' nibbles unpacked for each half of the columns, and 16
- * rows' weights with a column tile had just fitted L1. */
-#define PK_FAST_PAIR_COLS (PK_COLS_FAST / 2)
-PK_FN void pk_fast_pair_c(const struct pk_tile *t, const int C, const int c0) {
-    const size_t qbytes = 512;
-    const uint8_t *second = t->w + t->group_bytes;
-    __m512 acc0[PK_FAST_PAIR_COLS], acc1[PK_FAST_PAIR_COLS];
-    PK_UNROLL
-    for (int c = 0; c < C; c++) acc0[c] = acc1[c] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < t->nb; i++) {
-        const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST + c0;
-        const uint8_t *hdr0, *hdr1;
-        const uint8_t *q0 = pk_block(t->w, i, 32, qbytes, &hdr0), *q1 = pk_block(second, i, 32, qbytes, &hdr1);
-        __m512i isum0[PK_FAST_PAIR_COLS], isum1[PK_FAST_PAIR_COLS];
-        PK_UNROLL
-        for (int c = 0; c < C; c++) isum0[c] = isum1[c] = _mm512_set1_epi32(a[c].corr);
-        PK_UNROLL
-        for (int j = 0; j < 8; j++) {
-            const __m512i w0 = pk_step16(q0, j, false), w1 = pk_step16(q1, j, false);
-            PK_UNROLL
-            for (int c = 0; c < C; c++) {
-                __m512i y = _mm512_set1_epi32(*(const int32_t *)(a[c].qs + 4 * j));
-                PK_KEEP_IN_REGISTER(y); /* one load for both groups, not one embedded in each */
-                isum0[c] = _mm512_dpbusd_epi32(isum0[c], w0, y);
-                isum1[c] = _mm512_dpbusd_epi32(isum1[c], w1, y);
-            }
-        }
-        const __m512 dw0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr0));
-        const __m512 dw1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr1));
-        PK_UNROLL
-        for (int c = 0; c < C; c++) {
-            const __m512 da = _mm512_set1_ps(a[c].d);
-            acc0[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw0, da), _mm512_cvtepi32_ps(isum0[c]), acc0[c]);
-            acc1[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw1, da), _mm512_cvtepi32_ps(isum1[c]), acc1[c]);
-        }
-    }
-    const __mmask16 m1 = (__mmask16)((1u << t->nrows2) - 1);
-    PK_UNROLL
-    for (int c = 0; c < C; c++) {
-        float *dst = t->dst + (c0 + c) * t->dst_stride;
-        _mm512_storeu_ps(dst, acc0[c]);
-        _mm512_mask_storeu_ps(dst + PK_FAST_ROWS, m1, acc1[c]);
-    }
-}
-
-/* The tile's columns PK_FAST_PAIR_COLS at a time. */
-PK_KERNEL void pk_q8_0_fast_pair(const struct pk_tile *t) {
-    for (int c0 = 0; c0 < t->ncols; c0 += PK_FAST_PAIR_COLS) {
-        switch (t->ncols - c0) {
-            case 1: pk_fast_pair_c(t, 1, c0); break;
-            case 2: pk_fast_pair_c(t, 2, c0); break;
-            case 3: pk_fast_pair_c(t, 3, c0); break;
-            case 4: pk_fast_pair_c(t, 4, c0); break;
-            case 5: pk_fast_pair_c(t, 5, c0); break;
-            default: pk_fast_pair_c(t, 6, c0); break;
-        }
-    }
-}
-_Static_assert(PK_FAST_PAIR_COLS == 6, "pk_q8_0_fast_pair's cases");
 
 #define PK_DISPATCH_8(body)                   \
     switch (t->ncols) {                       \
@@ -409,6 +348,61 @@ PK_KERNEL void pk_q4_0_tile(const struct pk_tile *t) { pk_lanes16_tile(t, true);
 PK_KERNEL void pk_q8_0_tile(const struct pk_tile *t) { pk_lanes16_tile(t, false); }
 _Static_assert(PK_LANES16_COLS == 3, "pk_lanes16_tile's cases");
 
+/* Exact Q8_0, two groups a call (pk_kernels.q8_0_pair): one column streams
+ * both groups side by side, each output as pk_lanes16_tile_c's, the
+ * column's broadcasts in registers for both; more columns take the groups
+ * one after the other (there the weights are the loads to share, and two
+ * groups x one column ran 22% slower). Two streams a thread instead of one,
+ * against the single groups interleaved in one process (the host's
+ * bandwidth moves too much between processes), 2 threads: 2048 x 5632
+ * +5-13%, 2048 x 2048 +6%, 2048 x 32000 +15%, 5632 x 2048 +2-5%, 2048 x
+ * 256 -1% (Zen 5). Q4_0 did not gain (two threads even, one +13%), nor the
+ * fast mode's one column (+3%). */
+PK_KERNEL void pk_q8_0_pair(const struct pk_tile *t) {
+    if (t->ncols > 1) {
+        const struct pk_tile second = pk_tile_second(t);
+        pk_lanes16_tile(t, false);
+        pk_lanes16_tile(&second, false);
+        return;
+    }
+    const size_t qbytes = 512, ahead = pk_stream_ahead(2 * t->group_bytes);
+    const uint8_t *w2 = t->w + t->group_bytes;
+    __m512 acc0[8], acc1[8];
+    PK_UNROLL
+    for (int l = 0; l < 8; l++) acc0[l] = acc1[l] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8 *a = (const struct pk_act_q8 *)t->act + i * PK_COLS_Q8;
+        const uint8_t *hdr0, *hdr1;
+        const uint8_t *q0 = pk_block(t->w, i, 32, qbytes, &hdr0), *q1 = pk_block(w2, i, 32, qbytes, &hdr1);
+        pk_prefetch(q0, qbytes, ahead, false);
+        pk_prefetch_hdr(hdr0, 32, ahead);
+        pk_prefetch(q1, qbytes, ahead, false);
+        pk_prefetch_hdr(hdr1, 32, ahead);
+        const __m512 da = _mm512_set1_ps(a->d);
+        const __m512 d0 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr0)), da);
+        const __m512 d1 = _mm512_mul_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr1)), da);
+        PK_UNROLL
+        for (int j = 0; j < 8; j++) {
+            __m512i y = _mm512_set1_epi32(*(const int32_t *)(a->qs + 4 * j));
+            PK_KEEP_IN_REGISTER(y); /* one load for both groups */
+            const __m512i corr = _mm512_set1_epi32(a->corr[j]);
+            const __m512i l0 = _mm512_dpbusd_epi32(corr, pk_step16(q0, j, false), y);
+            const __m512i l1 = _mm512_dpbusd_epi32(corr, pk_step16(q1, j, false), y);
+            acc0[j] = _mm512_fmadd_ps(d0, _mm512_cvtepi32_ps(l0), acc0[j]);
+            acc1[j] = _mm512_fmadd_ps(d1, _mm512_cvtepi32_ps(l1), acc1[j]);
+        }
+    }
+    __m512 out[2];
+    PK_UNROLL
+    for (int g = 0; g < 2; g++) {
+        const __m512 *l = g ? acc1 : acc0;
+        out[g] = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(l[0], l[4]), _mm512_add_ps(l[2], l[6])),
+                               _mm512_add_ps(_mm512_add_ps(l[1], l[5]), _mm512_add_ps(l[3], l[7])));
+    }
+    _mm512_storeu_ps(t->dst, out[0]);
+    _mm512_mask_storeu_ps(t->dst + PK_FAST_ROWS, (__mmask16)((1u << t->nrows2) - 1), out[1]);
+}
+
 #define PK_DISPATCH_FAST(body)            \
     switch (t->ncols) {                   \
         case 1: body(1); break;           \
@@ -436,6 +430,84 @@ PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
     PK_DISPATCH_FAST(PK_Q8_0_FAST)
 #undef PK_Q8_0_FAST
 }
+
+/* Fast mode, Q8_0, two groups a call (pk_kernels.q8_0_pair), several
+ * columns: the group at t->w and the next one (t->w + t->group_bytes,
+ * t->nrows2 of its rows stored, at t->dst + PK_FAST_ROWS) x C columns from
+ * c0 (C <= PK_FAST_PAIR_COLS), each output as pk_fast_tile_c's. An activation
+ * broadcast, loaded into a register once, feeds both groups' vpdpbusd. Zen
+ * 5 loads two vectors a cycle, as many as it runs vpdpbusd, and 16 rows x
+ * 12 columns take a load per vpdpbusd (its embedded broadcast) besides the
+ * corrections', scales' and weights': about 1.3 a vpdpbusd, against 0.8
+ * here. bench_matmul -t 1 --prompt-only -k 2048 -n 5632 -m 512, best of
+ * 10, six rounds: 616-636 -> 650-669 GOP/s; llamac bench --fast-matmul pp
+ * 512 on the TinyLlama-shaped Q8_0 +5% (Zen 5). Q4_0 does not gain (-4%):
+ * its two groups' nibbles unpacked for each half of the columns, and 16
+ * rows' weights with a column tile had just fitted L1. */
+#define PK_FAST_PAIR_COLS (PK_COLS_FAST / 2)
+PK_FN void pk_fast_pair_c(const struct pk_tile *t, const int C, const int c0) {
+    const size_t qbytes = 512;
+    const uint8_t *second = t->w + t->group_bytes;
+    __m512 acc0[PK_FAST_PAIR_COLS], acc1[PK_FAST_PAIR_COLS];
+    PK_UNROLL
+    for (int c = 0; c < C; c++) acc0[c] = acc1[c] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < t->nb; i++) {
+        const struct pk_act_q8f *a = (const struct pk_act_q8f *)t->act + i * PK_COLS_FAST + c0;
+        const uint8_t *hdr0, *hdr1;
+        const uint8_t *q0 = pk_block(t->w, i, 32, qbytes, &hdr0), *q1 = pk_block(second, i, 32, qbytes, &hdr1);
+        __m512i isum0[PK_FAST_PAIR_COLS], isum1[PK_FAST_PAIR_COLS];
+        PK_UNROLL
+        for (int c = 0; c < C; c++) isum0[c] = isum1[c] = _mm512_set1_epi32(a[c].corr);
+        PK_UNROLL
+        for (int j = 0; j < 8; j++) {
+            const __m512i w0 = pk_step16(q0, j, false), w1 = pk_step16(q1, j, false);
+            PK_UNROLL
+            for (int c = 0; c < C; c++) {
+                __m512i y = _mm512_set1_epi32(*(const int32_t *)(a[c].qs + 4 * j));
+                PK_KEEP_IN_REGISTER(y); /* one load for both groups, not one embedded in each */
+                isum0[c] = _mm512_dpbusd_epi32(isum0[c], w0, y);
+                isum1[c] = _mm512_dpbusd_epi32(isum1[c], w1, y);
+            }
+        }
+        const __m512 dw0 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr0));
+        const __m512 dw1 = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr1));
+        PK_UNROLL
+        for (int c = 0; c < C; c++) {
+            const __m512 da = _mm512_set1_ps(a[c].d);
+            acc0[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw0, da), _mm512_cvtepi32_ps(isum0[c]), acc0[c]);
+            acc1[c] = _mm512_fmadd_ps(_mm512_mul_ps(dw1, da), _mm512_cvtepi32_ps(isum1[c]), acc1[c]);
+        }
+    }
+    const __mmask16 m1 = (__mmask16)((1u << t->nrows2) - 1);
+    PK_UNROLL
+    for (int c = 0; c < C; c++) {
+        float *dst = t->dst + (c0 + c) * t->dst_stride;
+        _mm512_storeu_ps(dst, acc0[c]);
+        _mm512_mask_storeu_ps(dst + PK_FAST_ROWS, m1, acc1[c]);
+    }
+}
+
+/* The tile's columns PK_FAST_PAIR_COLS at a time; one column (generation)
+ * streams the groups one after the other (side by side, even +3%). */
+PK_KERNEL void pk_q8_0_fast_pair(const struct pk_tile *t) {
+    if (t->ncols == 1) {
+        const struct pk_tile second = pk_tile_second(t);
+        pk_q8_0_fast_tile(t);
+        pk_q8_0_fast_tile(&second);
+        return;
+    }
+    for (int c0 = 0; c0 < t->ncols; c0 += PK_FAST_PAIR_COLS) {
+        switch (t->ncols - c0) {
+            case 1: pk_fast_pair_c(t, 1, c0); break;
+            case 2: pk_fast_pair_c(t, 2, c0); break;
+            case 3: pk_fast_pair_c(t, 3, c0); break;
+            case 4: pk_fast_pair_c(t, 4, c0); break;
+            case 5: pk_fast_pair_c(t, 5, c0); break;
+            default: pk_fast_pair_c(t, 6, c0); break;
+        }
+    }
+}
+_Static_assert(PK_FAST_PAIR_COLS == 6, "pk_q8_0_fast_pair's cases");
 
 /* ---- fast mode on AMX tiles ---------------------------------------------------------------- */
 
@@ -1857,9 +1929,9 @@ static __attribute__((target(PK_VBMI_TARGET))) void pk_iq2_vec(const struct pk_i
 
 static const struct pk_kernels pk_avx512 = {
     .isa = PK_ISA_AVX512, .fast = false,
-    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
-    .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile, .q5_K = pk_q5_K_tile,
-    .q6_K = pk_q6_K_tile, .f16 = pk_f16_item, .iq2_decode = pk_iq2_decode, .iq2 = pk_iq2_tile,
+    .q4_0 = pk_q4_0_tile, .q8_0 = pk_q8_0_tile, .q8_0_pair = pk_q8_0_pair, .q5_0 = pk_q5_0_tile,
+    .q4_1 = pk_q4_1_tile, .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_tile,
+    .q5_K = pk_q5_K_tile, .q6_K = pk_q6_K_tile, .f16 = pk_f16_item, .iq2_decode = pk_iq2_decode, .iq2 = pk_iq2_tile,
 };
 
 static const struct pk_kernels pk_avx512_fast = {
