@@ -2,12 +2,15 @@
  * The benchmark tools stay working (no timing assertions):
  *   - `llamac bench` on stories260K: the JSON and CSV shapes, the model
  *     figures it derives (ops and bytes per token, KV bytes), the ratios to
- *     machine limits read with --limits, errors;
+ *     machine limits read with --limits or probed around each test
+ *     (--probe-each, with stand-in probes), errors;
  *   - `llamac make-model`: tiny dense and MoE models that load and decode,
  *     with the preset's shape, weights drawn from N(0, 0.02^2), norms 1, and
  *     the same file for the same seed.
  */
 #include <cjson/cJSON.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -147,6 +150,66 @@ static void test_bench_limits_and_csv(const char *model) {
     remove(limits);
 }
 
+/* Writes an executable script. */
+static bool write_script(const char *path, const char *text) {
+    return test_write_file(path, text, strlen(text)) && chmod(path, 0755) == 0;
+}
+
+/* --probe-each: a test's probe right before and after it (stand-in probes
+ * in $LLAMAC_PROBE_DIR that read 40 then 60 GB/s, 100 then 300 GFLOP/s),
+ * the limit their mean, both readings in the JSON. */
+static void test_bench_probe_each(const char *model) {
+    char dir[512], membw[600], peak[600];
+    snprintf(dir, sizeof dir, "%s", test_tmp_path("probes"));
+    CHECK(mkdir(dir, 0755) == 0);
+    snprintf(membw, sizeof membw, "%s/probe_membw", dir);
+    snprintf(peak, sizeof peak, "%s/probe_peak", dir);
+    CHECK(write_script(membw, "#!/bin/sh\n"
+                              "f=\"$(dirname \"$0\")/membw_calls\"; n=$(cat \"$f\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$f\"\n"
+                              "v=$((40 + 20 * (n % 2)))\n"
+                              "echo \"{\\\"probe\\\": \\\"membw\\\", \\\"threads\\\": 1, \\\"best_gbps\\\": $v, \\\"mean_gbps\\\": $v}\"\n"));
+    CHECK(write_script(peak, "#!/bin/sh\n"
+                             "f=\"$(dirname \"$0\")/peak_calls\"; n=$(cat \"$f\" 2>/dev/null || echo 0); echo $((n + 1)) > \"$f\"\n"
+                             "v=$((100 + 200 * (n % 2)))\n"
+                             "echo \"{\\\"probe\\\": \\\"peak\\\", \\\"threads\\\": 1, \\\"peak_gops_1thread\\\": "
+                             "{\\\"fp32_fma\\\": $v, \\\"int8_dot\\\": $v}, \\\"peak_gops_nthreads\\\": "
+                             "{\\\"fp32_fma\\\": $v, \\\"int8_dot\\\": $v}}\"\n"));
+    setenv("LLAMAC_PROBE_DIR", dir, 1);
+    struct cli_result r = cli_run((const char *[]){ "bench", "-m", model, "-p", "8", "-n", "2", "-r", "1", "-t", "1",
+                                                    "--probe-each", "-o", "json", NULL },
+                                  NULL, 300);
+    unsetenv("LLAMAC_PROBE_DIR");
+    CHECK_MSG(r.status == 0, "%s", r.err);
+    cJSON *doc = cJSON_Parse(r.out);
+    CHECK(cJSON_GetArraySize(doc) == 2);
+    for (int i = 0; i < cJSON_GetArraySize(doc); i++) {
+        const cJSON *o = cJSON_GetArrayItem(doc, i);
+        const double before = i == 0 ? 100.0 : 40.0, after = i == 0 ? 300.0 : 60.0; /* pp: fp32 FMA; tg: bandwidth */
+        CHECK_NEAR(num(o, "limit_before"), before, 0.0);
+        CHECK_NEAR(num(o, "limit_after"), after, 0.0);
+        CHECK_NEAR(num(o, "limit"), (before + after) / 2, 0.0);
+        CHECK_NEAR(num(o, "limit_ratio"), num(o, "achieved") / ((before + after) / 2), 1e-12);
+    }
+    CHECK(strstr(r.err, "around the test: 100.0 before, 300.0 after") && strstr(r.err, "40.0 before, 60.0 after"));
+    cJSON_Delete(doc);
+    cli_result_free(&r);
+    /* without it the readings are null */
+    r = cli_run((const char *[]){ "bench", "-m", model, "-p", "0", "-n", "2", "-r", "1", "-t", "1", "-o", "json", NULL },
+                NULL, 300);
+    doc = cJSON_Parse(r.out);
+    CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(doc, 0), "limit_before")));
+    cJSON_Delete(doc);
+    cli_result_free(&r);
+    remove(membw);
+    remove(peak);
+    char f[600];
+    snprintf(f, sizeof f, "%s/membw_calls", dir);
+    remove(f);
+    snprintf(f, sizeof f, "%s/peak_calls", dir);
+    remove(f);
+    rmdir(dir);
+}
+
 /* Mean and standard deviation of an F16 or F32 tensor's values. */
 static void tensor_stats(const struct tensor *t, double *mean, double *sd) {
     const int64_t n = tensor_nelements(t);
@@ -247,6 +310,7 @@ int main(void) {
     test_tmp_dir_create("test_bench_smoke");
     test_bench_json(model);
     test_bench_limits_and_csv(model);
+    test_bench_probe_each(model);
     test_make_model(vocab);
     test_tmp_dir_remove();
     return test_finish("test_bench_smoke");

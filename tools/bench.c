@@ -60,6 +60,7 @@ struct bench_params {
     enum bench_format format;
     const char *limits_path;
     bool probe;
+    bool probe_each;  /* the test's probe right before and after each test */
     bool verbose;
 };
 
@@ -188,8 +189,9 @@ static bool limits_load_file(struct bench_limits *l, const char *path) {
     return ok;
 }
 
-/* Runs the probes (built beside this binary, or in $LLAMAC_PROBE_DIR) with `threads`. */
-static bool limits_probe(struct bench_limits *l, int threads) {
+/* Runs one probe (probe_membw or probe_peak, built beside this binary, or
+ * in $LLAMAC_PROBE_DIR) with `threads` into l. */
+static bool limits_run_probe(struct bench_limits *l, const char *probe, int threads) {
     char dir[4096];
     const char *env = getenv("LLAMAC_PROBE_DIR");
     if (env && *env) {
@@ -204,24 +206,25 @@ static bool limits_probe(struct bench_limits *l, int threads) {
         char *slash = strrchr(dir, '/');
         if (slash) *slash = '\0';
     }
-    static const char *const probes[] = { "probe_membw", "probe_peak" };
-    for (int i = 0; i < 2; i++) {
-        char cmd[4200];
-        snprintf(cmd, sizeof cmd, "'%s/%s' --json -t %d", dir, probes[i], threads);
-        fprintf(stderr, "llamac bench: running %s -t %d\n", probes[i], threads);
-        fflush(NULL);
-        FILE *p = popen(cmd, "r");
-        char *out = p ? read_stream(p) : NULL;
-        const int status = p ? pclose(p) : -1;
-        const bool ok = out && status == 0 && limits_parse(l, out, probes[i]);
-        free(out);
-        if (!ok) {
-            cli_fail("bench", "running %s/%s failed (build it: cmake --build build --target %s, or use --limits)",
-                     dir, probes[i], probes[i]);
-            return false;
-        }
+    char cmd[4200];
+    snprintf(cmd, sizeof cmd, "'%s/%s' --json -t %d", dir, probe, threads);
+    fprintf(stderr, "llamac bench: running %s -t %d\n", probe, threads);
+    fflush(NULL);
+    FILE *p = popen(cmd, "r");
+    char *out = p ? read_stream(p) : NULL;
+    const int status = p ? pclose(p) : -1;
+    const bool ok = out && status == 0 && limits_parse(l, out, probe);
+    free(out);
+    if (!ok) {
+        cli_fail("bench", "running %s/%s failed (build it: cmake --build build --target %s, or use --limits)", dir,
+                 probe, probe);
     }
-    return true;
+    return ok;
+}
+
+/* Both probes with `threads`. */
+static bool limits_probe(struct bench_limits *l, int threads) {
+    return limits_run_probe(l, "probe_membw", threads) && limits_run_probe(l, "probe_peak", threads);
 }
 
 /* ---- one test, in a child process ------------------------------------------------------ */
@@ -524,7 +527,13 @@ static void cpu_model_name(char *buf, size_t size) {
 }
 
 /* The fields of one test, in output order (JSON and CSV). */
-static cJSON *bench_json(const struct bench_test *t, const struct bench_result *r, const struct bench_limits *l) {
+/* A limit measured around one test (--probe-each): the readings before and after it. */
+struct bench_around {
+    const struct bench_limits *before, *after;
+};
+
+static cJSON *bench_json(const struct bench_test *t, const struct bench_result *r, const struct bench_limits *l,
+                         const struct bench_around *around) {
     const struct bench_stats s = bench_stats(t, r);
     const struct bench_vs_limit v = bench_vs_limit(t, r, &s, l);
     char cpu[256], when[64];
@@ -565,6 +574,12 @@ static cJSON *bench_json(const struct bench_test *t, const struct bench_result *
     } else {
         cJSON_AddNullToObject(o, "limit");
         cJSON_AddNullToObject(o, "limit_ratio");
+    }
+    const char *const edge_names[2] = { "limit_before", "limit_after" };
+    for (int e = 0; e < 2; e++) {
+        const double x = around ? limits_get(e ? around->after : around->before, v.kind, t->n_threads) : 0;
+        if (x > 0) cJSON_AddNumberToObject(o, edge_names[e], x);
+        else cJSON_AddNullToObject(o, edge_names[e]);
     }
     cJSON_AddStringToObject(o, "matmul", cpu_fast_matmul_amx() ? "fast-amx" : cpu_fast_matmul_active() ? "fast" : "exact");
     double ts[BENCH_MAX_REPS];
@@ -657,6 +672,7 @@ static void print_md_footer(const struct bench_params *bp, const struct bench_li
         }
         printf("\n");
     }
+    if (bp->probe_each) printf("limits: each test's probe run right before and after it, the mean of the two\n");
     printf("tg: bytes_per_token x t/s vs read bandwidth; pp: 2 x matmul weights x t/s vs the int8-dot peak "
            "(fp32 FMA for F32/F16 models)\n"
            "peak RSS: VmHWM of the test's own process; budget: 1.1 x (model file + KV cache) + 64 MiB\n");
@@ -685,6 +701,8 @@ static void bench_usage(void) {
            "  --limits FILE           machine limits: the output of bench/probe_membw --json and\n"
            "                          probe_peak --json (concatenated, or a JSON array)\n"
            "  --probe                 run those probes now, for each thread count\n"
+           "  --probe-each            run a test's probe (tg: probe_membw, pp: probe_peak) right\n"
+           "                          before and after it; its limit is the mean of the two\n"
            "  --fast-matmul           the fast matrix-product mode (sets LLAMAC_MATMUL=fast)\n"
            "  -v, --verbose           the engine's log on stderr\n\n"
            "Each test runs in its own process: \"peak RSS\" is that process's VmHWM (mapped model\n"
@@ -748,6 +766,8 @@ static int bench_parse(int argc, char **argv, struct bench_params *p) {
             p->limits_path = argv[++i];
         } else if (!strcmp(a, "--probe")) {
             p->probe = true;
+        } else if (!strcmp(a, "--probe-each")) {
+            p->probe_each = true;
         } else if (!strcmp(a, "--fast-matmul")) {
             /* read once, at the first load: set before any */
             setenv("LLAMAC_MATMUL", "fast", 1);
@@ -798,18 +818,40 @@ int cmd_bench(int argc, char **argv) {
                 .model = bp.models[m], .n_prompt = kind == 0 ? sizes->v[s] : 0, .n_gen = kind == 1 ? sizes->v[s] : 0,
                 .n_batch = bp.n_batch.v[b], .n_threads = bp.n_threads.v[th],
             };
+            /* --probe-each: this test's limit measured around it (the global ones kept for the others) */
+            struct bench_limits before = { .n = 0 }, after = { .n = 0 }, around = limits;
+            const char *probe = t.n_gen > 0 ? "probe_membw" : "probe_peak";
+            if (bp.probe_each && !limits_run_probe(&before, probe, t.n_threads)) return 1;
             struct bench_result r;
-            if (!bench_fork_test(&t, &bp, &r)) {
+            const bool ran = bench_fork_test(&t, &bp, &r);
+            if (bp.probe_each) {
+                if (!limits_run_probe(&after, probe, t.n_threads)) return 1;
+                double *slot = limits_slot(&around, t.n_threads);
+                for (int k = 0; slot && k < LIMIT_KINDS; k++) {
+                    const double b = limits_get(&before, k, t.n_threads), a = limits_get(&after, k, t.n_threads);
+                    if (b > 0 && a > 0) slot[k] = (b + a) / 2;
+                }
+            }
+            if (!ran) {
                 char name[32];
                 test_name(&t, name, sizeof name);
                 cli_fail("bench", "%s, %s, %d threads: %s", t.model, name, t.n_threads, r.error);
                 status = 1;
                 continue;
             }
+            const struct bench_limits *tl = bp.probe_each ? &around : &limits;
+            if (bp.probe_each) {
+                const struct bench_stats st = bench_stats(&t, &r);
+                const struct bench_vs_limit v = bench_vs_limit(&t, &r, &st, tl);
+                fprintf(stderr, "llamac bench: %s %s around the test: %.1f before, %.1f after\n",
+                        k_limit_names[v.kind], k_limit_units[v.kind], limits_get(&before, v.kind, t.n_threads),
+                        limits_get(&after, v.kind, t.n_threads));
+            }
             if (bp.format == BENCH_MD) {
-                print_md_row(&t, &r, &limits, non_default_batch);
+                print_md_row(&t, &r, tl, non_default_batch);
             } else {
-                cJSON *o = bench_json(&t, &r, &limits);
+                const struct bench_around edges = { &before, &after };
+                cJSON *o = bench_json(&t, &r, tl, bp.probe_each ? &edges : NULL);
                 if (bp.format == BENCH_CSV) {
                     print_csv(o, n_done == 0);
                 } else {
