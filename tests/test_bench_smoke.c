@@ -193,6 +193,17 @@ static void test_bench_probe_each(const char *model) {
     CHECK(strstr(r.err, "around the test: 100.0 before, 300.0 after") && strstr(r.err, "40.0 before, 60.0 after"));
     cJSON_Delete(doc);
     cli_result_free(&r);
+    /* a probe that cannot run: an error, and the output so far still a JSON array */
+    setenv("LLAMAC_PROBE_DIR", "/nonexistent", 1);
+    r = cli_run((const char *[]){ "bench", "-m", model, "-p", "8", "-n", "0", "-r", "1", "-t", "1", "--probe-each",
+                                  "-o", "json", NULL },
+                NULL, 300);
+    unsetenv("LLAMAC_PROBE_DIR");
+    CHECK(r.status != 0 && strstr(r.err, "llamac bench: running /nonexistent/probe_peak failed"));
+    doc = cJSON_Parse(r.out);
+    CHECK(cJSON_IsArray(doc) && cJSON_GetArraySize(doc) == 0);
+    cJSON_Delete(doc);
+    cli_result_free(&r);
     /* without it the readings are null */
     r = cli_run((const char *[]){ "bench", "-m", model, "-p", "0", "-n", "2", "-r", "1", "-t", "1", "-o", "json", NULL },
                 NULL, 300);

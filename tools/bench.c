@@ -526,12 +526,13 @@ static void cpu_model_name(char *buf, size_t size) {
     fclose(f);
 }
 
-/* The fields of one test, in output order (JSON and CSV). */
 /* A limit measured around one test (--probe-each): the readings before and after it. */
 struct bench_around {
     const struct bench_limits *before, *after;
 };
 
+/* The fields of one test, in output order (JSON and CSV); `around` NULL
+ * without --probe-each. */
 static cJSON *bench_json(const struct bench_test *t, const struct bench_result *r, const struct bench_limits *l,
                          const struct bench_around *around) {
     const struct bench_stats s = bench_stats(t, r);
@@ -821,11 +822,11 @@ int cmd_bench(int argc, char **argv) {
             /* --probe-each: this test's limit measured around it (the global ones kept for the others) */
             struct bench_limits before = { .n = 0 }, after = { .n = 0 }, around = limits;
             const char *probe = t.n_gen > 0 ? "probe_membw" : "probe_peak";
-            if (bp.probe_each && !limits_run_probe(&before, probe, t.n_threads)) return 1;
+            if (bp.probe_each && !limits_run_probe(&before, probe, t.n_threads)) goto probe_failed;
             struct bench_result r;
             const bool ran = bench_fork_test(&t, &bp, &r);
             if (bp.probe_each) {
-                if (!limits_run_probe(&after, probe, t.n_threads)) return 1;
+                if (!limits_run_probe(&after, probe, t.n_threads)) goto probe_failed;
                 double *slot = limits_slot(&around, t.n_threads);
                 for (int k = 0; slot && k < LIMIT_KINDS; k++) {
                     const double b = limits_get(&before, k, t.n_threads), a = limits_get(&after, k, t.n_threads);
@@ -868,4 +869,7 @@ int cmd_bench(int argc, char **argv) {
     if (bp.format == BENCH_JSON) printf("\n]\n");
     if (bp.format == BENCH_MD) print_md_footer(&bp, &limits);
     return status;
+probe_failed: /* (said why) the output so far closed, no more tests */
+    if (bp.format == BENCH_JSON) printf("\n]\n");
+    return 1;
 }

@@ -1070,7 +1070,7 @@ static void pk_quant_compute(const struct cpu_task *task, struct tensor *dst, co
         for (int64_t g = g0; g < g1;) {
             const int64_t rows_left = w->ne[1] - g * rows;
             const int nrows = (int)(rows_left < rows ? rows_left : rows);
-            const bool two = pair && g + 1 < g1; /* the chunk's groups in pairs */
+            const bool two = pair && g + 1 < g1; /* the range's groups in pairs */
             const int nrows2 = two ? (int)(rows_left - rows < rows ? rows_left - rows : rows) : 0;
             for (int64_t tile = t0; tile < t1; tile++) {
                 const struct tensor *wt = eg ? dst->src[2 + eg->expert_of[tile]] : w;

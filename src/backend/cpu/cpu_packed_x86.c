@@ -441,9 +441,9 @@ PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
  * corrections', scales' and weights': about 1.3 a vpdpbusd, against 0.8
  * here. bench_matmul -t 1 --prompt-only -k 2048 -n 5632 -m 512, best of
  * 10, six rounds: 616-636 -> 650-669 GOP/s; llamac bench --fast-matmul pp
- * 512 on the TinyLlama-shaped Q8_0 +5% (Zen 5). Q4_0 does not gain (-4%):
- * its two groups' nibbles unpacked for each half of the columns, and 16
- * rows' weights with a column tile had just fitted L1. */
+ * 512 on the TinyLlama-shaped Q8_0 +5% (Zen 5). Q4_0 did not gain (-3 to
+ * -4%; its single group and a column tile fit L1), nor with k cut into
+ * slabs that fit L1 in pairs, nor unpacked to Q8_0's layout first. */
 #define PK_FAST_PAIR_COLS (PK_COLS_FAST / 2)
 PK_FN void pk_fast_pair_c(const struct pk_tile *t, const int C, const int c0) {
     const size_t qbytes = 512;
