@@ -374,13 +374,17 @@ PK_INLINE const uint8_t *pk_group_block(const struct pk_tile *t, int64_t i, size
     return q;
 }
 
-/* Block i as pk_group_block, for kernels whose blocks are large (the fast
- * Q4_K and Q6_K layouts: 2-3 KiB of quants) or that want the near
- * prefetches: when streaming, only the header is prefetched here and the
- * kernel asks for each piece of the quants as it reaches it (pk_prefetch,
- * near). The block's 32-48 lines asked for at once streamed 10% slower
- * (Zen 5, bench_matmul -t 1 --gen-only, fast Q6_K 26 -> 29 GB/s, Q4_K 31
- * -> 34). */
+/* Block i as pk_group_block, for kernels with much work per line (the
+ * k-quants: the fast layouts' 2-3 KiB of quants a block, the exact ones'
+ * 256-768 bytes) or that want the near prefetches: when streaming, only
+ * the header is prefetched here and the kernel asks for each piece of the
+ * quants as it reaches it (pk_prefetch). A block's lines asked for at once
+ * stall the kernel at its first prefetch while the earlier ones hold the
+ * line-fill buffers (perf put a third of exact Q4_K's generation there).
+ * Zen 5: fast Q6_K 26 -> 29 GB/s, Q4_K 31 -> 34 (bench_matmul -t 1
+ * --gen-only); exact Q4_K +3-4% (two threads) and +8% (one), exact Q6_K
+ * +5-22% (2048 x 5632 and 2048 x 32000, old and new interleaved in one
+ * process). */
 PK_INLINE const uint8_t *pk_group_block_large(const struct pk_tile *t, int64_t i, size_t hbytes, size_t qbytes,
                                               bool stream, size_t ahead, const uint8_t **hdr) {
     const uint8_t *q = pk_block(t->w, i, hbytes, qbytes, hdr);

@@ -1075,7 +1075,8 @@ PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C, const int bits) 
     const __m512i m4 = _mm512_set1_epi8(0x0F), sixteen = _mm512_set1_epi8(16);
     for (int64_t i = 0; i < t->nb; i++) {
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, i, 80, qbytes, C == 1, ahead, &hdr);
+        const uint8_t *q = pk_group_block_large(t, i, 80, qbytes, C == 1, ahead, &hdr);
+        if (C == 1 && q5) pk_prefetch(q + 512, 128, ahead, false);
         __m512i l0[PK_COLS_K], l1[PK_COLS_K];
         PK_UNROLL
         for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
@@ -1084,6 +1085,7 @@ PK_FN void pk_q4_K_tile_c(const struct pk_tile *t, const int C, const int bits) 
             const __m512i s_lo = pk_scale_words_u8(hdr + 16 + 8 * j), s_hi = pk_scale_words_u8(hdr + 20 + 8 * j);
             PK_UNROLL
             for (int h = 0; h < 2; h++) {
+                if (C == 1) pk_prefetch(q + 64 * (2 * j + h), 64, ahead, false);
                 const __m512i z = _mm512_loadu_si512(q + 64 * (2 * j + h));
                 __m512i lo = _mm512_and_si512(z, m4), hi = _mm512_and_si512(_mm512_srli_epi16(z, 4), m4);
                 if (q5) {
@@ -1150,7 +1152,7 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C, const int bits) 
     const __m512i m18 = _mm512_set1_epi8(0x18), m20 = _mm512_set1_epi8(0x20), m3 = _mm512_set1_epi8(3);
     for (int64_t i = 0; i < t->nb; i++) {
         const uint8_t *hdr;
-        const uint8_t *q = pk_group_block(t, i, hbytes, qbytes, C == 1, ahead, &hdr);
+        const uint8_t *q = pk_group_block_large(t, i, hbytes, qbytes, C == 1, ahead, &hdr);
         __m512i l0[PK_COLS_K], l1[PK_COLS_K];
         PK_UNROLL
         for (int c = 0; c < C; c++) l0[c] = l1[c] = _mm512_setzero_si512();
@@ -1158,6 +1160,8 @@ PK_FN void pk_q6_K_tile_c(const struct pk_tile *t, const int C, const int bits) 
         for (int n = 0; n < 2; n++) {
             PK_UNROLL
             for (int h = 0; h < 2; h++) {
+                /* streaming: this quarter's lines, a call or more ahead */
+                if (C == 1) pk_prefetch(q + (qbytes / 4) * (2 * n + h), qbytes / 4, ahead, false);
                 __m512i u[4];
                 if (q2) {
                     const __m512i z = _mm512_loadu_si512(q + 64 * (2 * n + h));
