@@ -1490,7 +1490,14 @@ PK_FN void pk_f16_short_cols(const float *wt, int64_t k, const float *act, size_
                 const int64_t e = s + 8 * i + l;
                 __m512 w[2];
                 PK_UNROLL
-                for (int g = 0; g < G; g++) w[g] = _mm512_load_ps(wt + ((size_t)g * k + e) * 16);
+                for (int g = 0; g < G; g++) {
+                    w[g] = _mm512_load_ps(wt + ((size_t)g * k + e) * 16);
+                    /* loaded once for the C columns: GCC folded the load into
+                     * each column's FMA, 1.5 loads an FMA where the core does
+                     * two loads and two FMAs a cycle (Zen 5, 64 keys x 64 x
+                     * 64 queries: +20%, 168 -> 199 GFLOP/s on one thread) */
+                    if (C > 1) PK_KEEP_IN_REGISTER(w[g]);
+                }
                 PK_UNROLL
                 for (int c = 0; c < C; c++) {
                     const __m512 y = _mm512_set1_ps(act[c * ks + e]);
