@@ -1398,7 +1398,7 @@ PK_FN int64_t pk_f16_extent(const float *act, size_t ks, int C, int64_t k) {
 }
 
 /* ---- F16 with a short k (attention's scores) ----------------------------------------------
- * At k <= PK_F16_SHORT_K an output of pk_f16_tile takes as many operations in
+ * At a short k an output of pk_f16_tile takes as many operations in
  * its reduction as in its products. Here a register holds one of b1892's 32
  * lane accumulators for 16 rows (lane = row): the item's rows are transposed
  * once into 16-row groups, accumulator (i, l) of an output (elements 32 s +
@@ -1406,7 +1406,15 @@ PK_FN int64_t pk_f16_extent(const float *act, size_t ks, int C, int64_t k) {
  * pk_f16_reduce's additions become vertical ones, 31 for 16 outputs, in the
  * same order: (a0 + a2) + (a1 + a3) per lane l, then lane m onto m + 4, then
  * (l0 + l1) + (l2 + l3). */
-#define PK_F16_SHORT_K 256
+/* The transposition pays up to k = 192, with at least k / 16 columns
+ * (Zen 5, one thread, items of 64 rows against pk_f16_tile interleaved in
+ * one process): 64 columns at k = 224 ran 25% slower, at 256 (the
+ * transposed rows no longer in L1) 44%; 8 columns 40% at k = 192, 2.1x at
+ * 256, and even at 128. Those are attention's values x probabilities over
+ * 128-256 keys, with 64 tokens a block in prompts and the 8 query heads
+ * of a KV head in generation (the node at 192 keys +6-15%, at 256 +25%). */
+#define PK_F16_SHORT_K 192
+#define PK_F16_SHORT_COLS_PER_K 16
 
 /* r[j] = column j of the 16 x 16 matrix whose rows were r[0..16). */
 PK_FN void pk_transpose16(__m512 r[16]) {
@@ -1559,7 +1567,7 @@ PK_FN void pk_f16_short_item(const struct pk_f16_item *it) {
 PK_KERNEL void pk_f16_item(const struct pk_f16_item *it) {
     const int64_t k = it->k;
     const size_t ks = it->act_stride, ws = pk_f16_stride(k); /* columns; converted rows */
-    if (it->ncols >= PK_F16_MIN_COLS && k <= PK_F16_SHORT_K) {
+    if (it->ncols >= PK_F16_MIN_COLS && k <= PK_F16_SHORT_K && PK_F16_SHORT_COLS_PER_K * it->ncols >= k) {
         pk_f16_short_item(it);
         return;
     }
