@@ -10,8 +10,9 @@
  * long matrix-vector products, F16 weights with broadcast slices and strided rows,
  * products of one x one after another in a graph (which share its
  * quantization when their weights have the same type), a weight whose packed
- * copy went stale (its data pointer changed), and the F16 scratch size
- * serving every shorter k.
+ * copy went stale (its data pointer changed), the F16 scratch size
+ * serving every shorter k, and attention's direct F16 products on both
+ * sides of the short-k path's bound.
  * Under LLAMAC_SIMD=scalar nothing is packed and the same comparisons check
  * the reference path; ctest runs it again under LLAMAC_SIMD=avx2, so that
  * the AVX2 kernels are checked on CPUs with AVX-512 too.
@@ -459,6 +460,47 @@ static void check_stale(struct cpu_threadpool *pool, enum ggml_type type) {
     tensor_ctx_free(ctx);
 }
 
+/* cpu_packed_f16_product as op_attention calls it, at the k and column
+ * counts around where the transposed short-k path gives way to the tiles
+ * (k <= 192 with at least k / 16 columns), against the scalar F16 dot. */
+static void check_f16_direct(void) {
+    if (!cpu_packed_f16_available(64)) return;
+    const struct type_traits *f16 = type_traits_scalar_get(GGML_TYPE_F16);
+    static const int64_t ks[] = { 64, 128, 160, 192, 224, 256 };
+    static const int64_t col_counts[] = { 1, 3, 4, 8, 11, 12, 13, 16, 64 };
+    const int64_t nrows = 40;
+    int bad = 0, cases = 0;
+    for (size_t ki = 0; ki < sizeof ks / sizeof ks[0]; ki++) {
+        const int64_t k = ks[ki];
+        const size_t as = cpu_packed_f16_col_stride(k), ws = (size_t)k + 32;
+        uint16_t *w = malloc((size_t)nrows * ws * sizeof(uint16_t)), *colh = malloc((size_t)k * sizeof(uint16_t));
+        float *act = aligned_alloc(64, (64 * as * sizeof(float) + 63) & ~(size_t)63);
+        float *scratch = aligned_alloc(64, (cpu_packed_f16_scratch_floats(k) * sizeof(float) + 63) & ~(size_t)63);
+        float *dst = malloc((size_t)(64 * nrows) * sizeof(float));
+        for (size_t i = 0; i < (size_t)nrows * ws; i++) w[i] = fp32_to_fp16(test_rand_uniform(&g_rng, -1, 1));
+        for (size_t i = 0; i < 64 * as; i++) act[i] = fp16_round(test_rand_uniform(&g_rng, -1, 1));
+        for (size_t ci = 0; ci < sizeof col_counts / sizeof col_counts[0]; ci++) {
+            const int64_t nc = col_counts[ci];
+            cpu_packed_f16_product(w, ws, nrows, act, as, nc, k, scratch, dst, nrows);
+            for (int64_t c = 0; c < nc; c++) {
+                for (int64_t e = 0; e < k; e++) colh[e] = fp32_to_fp16(act[c * as + e]);
+                for (int64_t r = 0; r < nrows; r++) {
+                    float want;
+                    f16->vec_dot(k, &want, w + r * ws, colh);
+                    bad += memcmp(&want, &dst[c * nrows + r], sizeof want) != 0;
+                }
+            }
+            cases++;
+        }
+        free(w);
+        free(colh);
+        free(act);
+        free(scratch);
+        free(dst);
+    }
+    CHECK_MSG(bad == 0, "F16 products around the short-k bound: %d outputs differ (%d shapes)", bad, cases);
+}
+
 int main(void) {
     unsetenv("LLAMAC_MATMUL"); /* the exact kernels (test_fast_matmul has the fast mode's) */
     const int over = cpu_usable_cpus() + 1 < 512 ? cpu_usable_cpus() + 1 : 512;
@@ -480,6 +522,7 @@ int main(void) {
     check_zero_tails(pool);
     check_shared_x(pool);
     check_f16_scratch_bound();
+    check_f16_direct();
     check_stale(pool, GGML_TYPE_Q4_0);
     check_stale(pool, GGML_TYPE_F16);
     cpu_threadpool_free(pool);
