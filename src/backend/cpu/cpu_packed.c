@@ -423,8 +423,12 @@ static pk_tile_fn pk_product_kernel(const struct tensor *w, int64_t ncols) {
  * has one and the product runs on the type's own kernel (not AMX's). */
 static pk_tile_fn pk_pair_kernel(const struct tensor *w, int64_t ncols) {
     const struct pk_kernels *k = pk_kernels();
-    if (!k || w->type != GGML_TYPE_Q8_0 || pk_amx_kernel(w, ncols)) return NULL;
-    return k->q8_0_pair;
+    if (!k || pk_amx_kernel(w, ncols)) return NULL;
+    switch (w->type) {
+        case GGML_TYPE_Q4_0: return k->q4_0_pair;
+        case GGML_TYPE_Q8_0: return k->q8_0_pair;
+        default: return NULL;
+    }
 }
 
 /* ---- packing ------------------------------------------------------------------------------- */

@@ -543,9 +543,9 @@ struct pk_kernels {
     enum pk_isa isa;
     bool fast;             /* the table has the fast mode's kernels (else LLAMAC_MATMUL=fast changes nothing) */
     pk_tile_fn q4_0, q8_0, q5_0, q4_1, q5_1, q2_K, q3_K, q4_K, q5_K, q6_K;
-    /* a Q8_0 kernel that takes two consecutive groups a call
+    /* Q4_0 and Q8_0 kernels that take two consecutive groups a call
      * (pk_tile.nrows2), any number of columns (NULL: none) */
-    pk_tile_fn q8_0_pair;
+    pk_tile_fn q4_0_pair, q8_0_pair;
     pk_f16_item_fn f16;
     pk_iq2_decode_fn iq2_decode;
     pk_iq2_tile_fn iq2;

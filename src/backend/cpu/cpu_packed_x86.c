@@ -434,22 +434,27 @@ PK_KERNEL void pk_q8_0_fast_tile(const struct pk_tile *t) {
 #undef PK_Q8_0_FAST
 }
 
-/* Fast mode, Q8_0, two groups a call (pk_kernels.q8_0_pair), several
- * columns: the group at t->w and the next one (t->w + t->group_bytes,
- * t->nrows2 of its rows stored, at t->dst + PK_FAST_ROWS) x C columns from
- * c0 (C <= PK_FAST_PAIR_COLS), each output as pk_fast_tile_c's. An activation
+/* Fast mode, Q4_0 (q4) and Q8_0, two groups a call (pk_kernels.q4_0_pair
+ * and q8_0_pair), several columns: the group at t->w and the next one
+ * (t->w + t->group_bytes, t->nrows2 of its rows stored, at t->dst +
+ * PK_FAST_ROWS) x C columns from c0 (C <= PK_FAST_PAIR_COLS), each output
+ * as pk_fast_tile_c's. An activation
  * broadcast, loaded into a register once, feeds both groups' vpdpbusd. Zen
  * 5 loads two vectors a cycle, as many as it runs vpdpbusd, and 16 rows x
  * 12 columns take a load per vpdpbusd (its embedded broadcast) besides the
  * corrections', scales' and weights': about 1.3 a vpdpbusd, against 0.8
  * here. bench_matmul -t 1 --prompt-only -k 2048 -n 5632 -m 512, best of
  * 10, six rounds: 616-636 -> 650-669 GOP/s; llamac bench --fast-matmul pp
- * 512 on the TinyLlama-shaped Q8_0 +5% (Zen 5). Q4_0 did not gain (-3 to
- * -4%; its single group and a column tile fit L1), nor with k cut into
- * slabs that fit L1 in pairs, nor unpacked to Q8_0's layout first. */
+ * 512 on the TinyLlama-shaped Q8_0 +5% (Zen 5). Q4_0 first lost 3-4%: its
+ * high nibbles' lines, held in registers since the low ones', spilled two
+ * accumulators to the stack. Loaded again, and against its single group
+ * interleaved in one process (-k 2048 -n 5632 -m 512): one thread +3% (736
+ * -> 755 GOP/s), two +1-4%. (Zen 5 runs vpdpbusd, vmulps and vfmadd on the
+ * same two pipes: the epilogue's multiply and FMA per 8 vpdpbusd cap a
+ * tile at 0.8 of the vpdpbusd peak.) */
 #define PK_FAST_PAIR_COLS (PK_COLS_FAST / 2)
-PK_FN void pk_fast_pair_c(const struct pk_tile *t, const int C, const int c0) {
-    const size_t qbytes = 512;
+PK_FN void pk_fast_pair_c(const struct pk_tile *t, const int C, const int c0, const bool q4) {
+    const size_t qbytes = q4 ? 256 : 512;
     const uint8_t *second = t->w + t->group_bytes;
     __m512 acc0[PK_FAST_PAIR_COLS], acc1[PK_FAST_PAIR_COLS];
     PK_UNROLL
@@ -463,7 +468,10 @@ PK_FN void pk_fast_pair_c(const struct pk_tile *t, const int C, const int c0) {
         for (int c = 0; c < C; c++) isum0[c] = isum1[c] = _mm512_set1_epi32(a[c].corr);
         PK_UNROLL
         for (int j = 0; j < 8; j++) {
-            const __m512i w0 = pk_step16(q0, j, false), w1 = pk_step16(q1, j, false);
+            /* Q4_0's high nibbles from their lines loaded again: kept since
+             * the low ones, 8 registers more spilled accumulators */
+            if (q4 && j == 4) __asm__("" : "+r"(q0), "+r"(q1));
+            const __m512i w0 = pk_step16(q0, j, q4), w1 = pk_step16(q1, j, q4);
             PK_UNROLL
             for (int c = 0; c < C; c++) {
                 __m512i y = _mm512_set1_epi32(*(const int32_t *)(a[c].qs + 4 * j));
@@ -492,25 +500,27 @@ PK_FN void pk_fast_pair_c(const struct pk_tile *t, const int C, const int c0) {
 
 /* The tile's columns PK_FAST_PAIR_COLS at a time; one column (generation)
  * streams the groups one after the other (side by side, even +3%). */
-PK_KERNEL void pk_q8_0_fast_pair(const struct pk_tile *t) {
+PK_FN void pk_fast_pair(const struct pk_tile *t, const bool q4) {
     if (t->ncols == 1) {
         const struct pk_tile second = pk_tile_second(t);
-        pk_q8_0_fast_tile(t);
-        pk_q8_0_fast_tile(&second);
+        pk_fast_tile_c(t, 1, q4);
+        pk_fast_tile_c(&second, 1, q4);
         return;
     }
     for (int c0 = 0; c0 < t->ncols; c0 += PK_FAST_PAIR_COLS) {
         switch (t->ncols - c0) {
-            case 1: pk_fast_pair_c(t, 1, c0); break;
-            case 2: pk_fast_pair_c(t, 2, c0); break;
-            case 3: pk_fast_pair_c(t, 3, c0); break;
-            case 4: pk_fast_pair_c(t, 4, c0); break;
-            case 5: pk_fast_pair_c(t, 5, c0); break;
-            default: pk_fast_pair_c(t, 6, c0); break;
+            case 1: pk_fast_pair_c(t, 1, c0, q4); break;
+            case 2: pk_fast_pair_c(t, 2, c0, q4); break;
+            case 3: pk_fast_pair_c(t, 3, c0, q4); break;
+            case 4: pk_fast_pair_c(t, 4, c0, q4); break;
+            case 5: pk_fast_pair_c(t, 5, c0, q4); break;
+            default: pk_fast_pair_c(t, 6, c0, q4); break;
         }
     }
 }
-_Static_assert(PK_FAST_PAIR_COLS == 6, "pk_q8_0_fast_pair's cases");
+PK_KERNEL void pk_q4_0_fast_pair(const struct pk_tile *t) { pk_fast_pair(t, true); }
+PK_KERNEL void pk_q8_0_fast_pair(const struct pk_tile *t) { pk_fast_pair(t, false); }
+_Static_assert(PK_FAST_PAIR_COLS == 6, "pk_fast_pair's cases");
 
 /* ---- fast mode on AMX tiles ---------------------------------------------------------------- */
 
@@ -1958,7 +1968,7 @@ static const struct pk_kernels pk_avx512 = {
 
 static const struct pk_kernels pk_avx512_fast = {
     .isa = PK_ISA_AVX512, .fast = true,
-    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q8_0_pair = pk_q8_0_fast_pair,
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_0_pair = pk_q4_0_fast_pair, .q8_0_pair = pk_q8_0_fast_pair,
     .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
     .q5_K = pk_q5_K_tile,
