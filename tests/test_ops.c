@@ -530,6 +530,21 @@ static void test_norms(void) {
         EXPECT_END("norm/rms_norm/rms_norm_back");
         tensor_ctx_free(ctx);
     }
+    /* rms_norm bit for bit as b1892 computes it, on enough rows that the
+     * kernel takes them several at a time (and one at a time at the end) */
+    struct tensor_ctx *ctx = new_ctx();
+    struct tensor *a = input_f32(ctx, 517, 29, 1, 1, CONT);
+    struct tensor *r = op_rms_norm(ctx, a, 1e-6f);
+    CHECK(compute(ctx, r));
+    int64_t differ = 0;
+    for (int64_t i1 = 0; i1 < 29; i1++) {
+        double sum = 0.0;
+        for (int64_t i = 0; i < 517; i++) sum += (double)(at(a, i, i1, 0, 0) * at(a, i, i1, 0, 0));
+        const float scale = 1.0f / sqrtf((float)(sum / 517.0) + 1e-6f);
+        for (int64_t i = 0; i < 517; i++) differ += at(r, i, i1, 0, 0) != at(a, i, i1, 0, 0) * scale;
+    }
+    CHECK_MSG(differ == 0, "rms_norm: %lld values differ from b1892's arithmetic", (long long)differ);
+    tensor_ctx_free(ctx);
 }
 
 static void test_soft_max(void) {

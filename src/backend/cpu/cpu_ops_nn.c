@@ -69,22 +69,58 @@ static void cpu_norm(const struct cpu_task *task, struct tensor *dst) {
 
 /* b1892: sum of squares of float products accumulated in double, the mean
  * rounded to float, then y = x * (1 / sqrtf(mean + eps)) */
+static float cpu_rms_scale(double sum_of_squares, int64_t n, float eps) {
+    const float mean = (float)(sum_of_squares / (double)n);
+    return 1.0f / sqrtf(mean + eps);
+}
+
+/* Rows of contiguous floats CPU_NORM_ROWS at a time: each row's sum is
+ * still one chain of dependent double additions in b1892's order, and the
+ * rows' chains run side by side (one alone waits an addition's latency per
+ * element; 2 threads, pp 512 on a TinyLlama-shaped model: rms_norm 1.6% of
+ * the time). */
+#define CPU_NORM_ROWS 8
+static void cpu_rms_norm_rows(const struct tensor *a, struct tensor *dst, int64_t r, float eps) {
+    const int64_t n = a->ne[0];
+    const float *x[CPU_NORM_ROWS];
+    float *y[CPU_NORM_ROWS];
+    double sum[CPU_NORM_ROWS] = { 0 };
+    for (int k = 0; k < CPU_NORM_ROWS; k++) {
+        int64_t i1, i2, i3;
+        cpu_row_index(a, r + k, &i1, &i2, &i3);
+        x[k] = cpu_elem(a, 0, i1, i2, i3);
+        y[k] = cpu_elem(dst, 0, i1, i2, i3);
+    }
+    for (int64_t i = 0; i < n; i++) {
+        for (int k = 0; k < CPU_NORM_ROWS; k++) sum[k] += (double)(x[k][i] * x[k][i]);
+    }
+    for (int k = 0; k < CPU_NORM_ROWS; k++) {
+        const float scale = cpu_rms_scale(sum[k], n, eps);
+        for (int64_t i = 0; i < n; i++) y[k][i] = x[k][i] * scale;
+    }
+}
+
 static void cpu_rms_norm(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *a = dst->src[0];
     const float eps = tensor_op_param_f32(dst, 0);
     const int64_t n = a->ne[0];
     int64_t r0, r1;
     cpu_task_rows(task, tensor_nrows(a), &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
+    for (int64_t r = r0; r < r1;) {
+        if (a->nb[0] == sizeof(float) && r1 - r >= CPU_NORM_ROWS) {
+            cpu_rms_norm_rows(a, dst, r, eps);
+            r += CPU_NORM_ROWS;
+            continue;
+        }
         int64_t i1, i2, i3;
         cpu_row_index(a, r, &i1, &i2, &i3);
         const float *x = cpu_load_row(a, i1, i2, i3, cpu_row_buf(task, dst, 0));
         float *y = cpu_elem(dst, 0, i1, i2, i3);
         double sum = 0.0;
         for (int64_t i = 0; i < n; i++) sum += (double)(x[i] * x[i]);
-        const float mean = (float)(sum / (double)n);
-        const float scale = 1.0f / sqrtf(mean + eps);
+        const float scale = cpu_rms_scale(sum, n, eps);
         for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale;
+        r++;
     }
 }
 
