@@ -117,8 +117,9 @@ static void expect(float got, double want, double tol) {
 /* ---- element-wise -------------------------------------------------------------------- */
 
 static void test_binary(void) {
-    const int64_t shapes[][4] = { { 7, 5, 3, 2 }, { 1, 1, 1, 1 }, { 33, 4, 1, 3 } };
-    for (size_t s = 0; s < 3; s++) {
+    /* (one row of 100: the threads share its elements, cpu_task_elems) */
+    const int64_t shapes[][4] = { { 7, 5, 3, 2 }, { 1, 1, 1, 1 }, { 33, 4, 1, 3 }, { 100, 1, 1, 1 } };
+    for (size_t s = 0; s < 4; s++) {
         const int64_t *ne = shapes[s];
         /* b broadcasts along dims 1 and 3; also a full-shape b */
         const int64_t bne[2][4] = { { ne[0], 1, ne[2], 1 }, { ne[0], ne[1], ne[2], ne[3] } };
@@ -187,14 +188,18 @@ static float ref_unary(enum tensor_unary_op op, float x) {
 
 static void test_unary(void) {
     for (int la = 0; la < N_LAYOUTS; la++) {
-        for (int u = 0; u < UNARY_COUNT; u++) {
+        for (int u = 0; u < 2 * UNARY_COUNT; u++) {
             struct tensor_ctx *ctx = new_ctx();
-            struct tensor *a = input_f32(ctx, 13, 3, 2, 2, (enum layout)la);
+            /* each op on 13 x 3 x 2 x 2, then on one row of 100 (shared out by elements) */
+            struct tensor *a = u < UNARY_COUNT ? input_f32(ctx, 13, 3, 2, 2, (enum layout)la)
+                                               : input_f32(ctx, 100, 1, 1, 1, (enum layout)la);
             tensor_set_f32_1d(a, 0, 0.0f);
-            struct tensor *out = op_unary(ctx, a, (enum tensor_unary_op)u);
+            struct tensor *out = op_unary(ctx, a, (enum tensor_unary_op)(u % UNARY_COUNT));
             CHECK(compute(ctx, out));
             expect_begin();
-            FOR_EACH(out) expect(at(out, i0, i1, i2, i3), ref_unary((enum tensor_unary_op)u, at(a, i0, i1, i2, i3)), 1e-6);
+            FOR_EACH(out) {
+                expect(at(out, i0, i1, i2, i3), ref_unary((enum tensor_unary_op)(u % UNARY_COUNT), at(a, i0, i1, i2, i3)), 1e-6);
+            }
             EXPECT_END("unary");
             tensor_ctx_free(ctx);
         }

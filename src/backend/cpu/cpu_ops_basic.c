@@ -160,6 +160,13 @@ static void cpu_binary(const struct cpu_task *task, struct tensor *dst) {
     const bool packed = dst->type == GGML_TYPE_F32 && a->type == GGML_TYPE_F32 && b->type == GGML_TYPE_F32 &&
                         dst->nb[0] == sizeof(float) && a->nb[0] == sizeof(float) && b->nb[0] == sizeof(float) &&
                         b->ne[0] == dst->ne[0];
+    if (packed && tensor_nrows(dst) == 1) {
+        int64_t e0, e1;
+        cpu_task_elems(task, dst->ne[0], &e0, &e1);
+        if (e0 < e1) cpu_binary_row_f32(dst->op, (const float *)a->data + e0, (const float *)b->data + e0,
+                                        (float *)dst->data + e0, e1 - e0);
+        return;
+    }
     int64_t r0, r1;
     cpu_task_rows(task, tensor_nrows(dst), &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
@@ -293,6 +300,13 @@ static void cpu_unary(const struct cpu_task *task, struct tensor *dst) {
     const struct tensor *a = dst->src[0];
     const int table = cpu_unary_table(dst);
     const bool rows = table >= 0 && a->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float);
+    if (rows && tensor_nrows(dst) == 1) {
+        int64_t e0, e1;
+        cpu_task_elems(task, dst->ne[0], &e0, &e1);
+        if (e0 < e1) cpu_vec_table_f16(cpu_table_data((enum cpu_table_id)table), (const float *)a->data + e0,
+                                       (float *)dst->data + e0, e1 - e0);
+        return;
+    }
     int64_t r0, r1;
     cpu_task_rows(task, tensor_nrows(dst), &r0, &r1);
     for (int64_t r = r0; r < r1; r++) {
