@@ -870,31 +870,34 @@ static void test_mul_mat_quantized(void) {
 }
 
 /* The chunk grid of matrix products: every output exactly once, row blocks
- * in whole multiples of CPU_CHUNK_ROW_ALIGN, weight blocks within the L2
- * budget, and enough chunks for the threads to balance. */
+ * in whole multiples of the alignment asked for, weight blocks within the
+ * L2 budget, and enough chunks for the threads to balance. */
 static void test_chunks_plan(void) {
     const size_t budget = cpu_l2_cache_bytes() / 4;
-    /* (rows, row bytes, columns, column bytes, threads) */
-    const int64_t cases[][5] = {
-        { 5632, 1152, 1, 2176, 2 },     /* TinyLlama ffn_gate Q4_0, one token */
-        { 256, 1152, 1, 2176, 2 },      /* attn_k: small, cut for balance */
-        { 5632, 4096, 512, 4096, 3 },   /* F16 prompt batch */
-        { 32000, 1680, 1, 2176, 1 },    /* output Q6_K, one thread */
-        { 64, 256, 32, 256, 2 },        /* attention kq: 64 cells x 32 heads */
-        { 7, 100, 3, 100, 4 },          /* tiny */
-        { 100, 100, 1, 100, 8 },
+    /* (rows, row bytes, row alignment, columns, column bytes, threads) */
+    const int64_t cases[][6] = {
+        { 5632, 1152, 16, 1, 2176, 2 },     /* TinyLlama ffn_gate Q4_0, one token */
+        { 256, 1152, 16, 1, 2176, 2 },      /* attn_k: small, cut for balance */
+        { 5632, 4096, 16, 512, 4096, 3 },   /* F16 prompt batch */
+        { 32000, 1680, 16, 1, 2176, 1 },    /* output Q6_K, one thread */
+        { 64, 256, 16, 32, 256, 2 },        /* attention kq: 64 cells x 32 heads */
+        { 7, 100, 16, 3, 100, 4 },          /* tiny */
+        { 100, 100, 16, 1, 100, 8 },
+        { 2048, 2176, 32, 43, 30720, 2 },   /* Q8_0 prompt in pairs of 16-row groups */
+        { 2048, 3168, 32, 43, 30720, 2 },   /* Q4_0 ffn_down, the same */
+        { 100, 100, 32, 5, 100, 3 },
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const int64_t nr0 = cases[i][0], nr1 = cases[i][2];
-        const int nth = (int)cases[i][4];
-        const struct cpu_chunks ch = cpu_chunks_plan(nr0, (size_t)cases[i][1], nr1, (size_t)cases[i][3], nth);
+        const int64_t nr0 = cases[i][0], align = cases[i][2], nr1 = cases[i][3];
+        const int nth = (int)cases[i][5];
+        const struct cpu_chunks ch = cpu_chunks_plan(nr0, (size_t)cases[i][1], align, nr1, (size_t)cases[i][4], nth);
         const int64_t n = cpu_chunks_count(&ch);
         unsigned char *seen = calloc((size_t)(nr0 * nr1), 1);
         bool aligned = true;
         for (int64_t k = 0; k < n; k++) {
             int64_t r0, r1, c0, c1;
             cpu_chunks_range(&ch, k, &r0, &r1, &c0, &c1);
-            aligned &= r0 % CPU_CHUNK_ROW_ALIGN == 0 && (r1 == nr0 || (r1 - r0) % CPU_CHUNK_ROW_ALIGN == 0);
+            aligned &= r0 % align == 0 && (r1 == nr0 || (r1 - r0) % align == 0);
             for (int64_t r = r0; r < r1; r++)
                 for (int64_t c = c0; c < c1; c++) seen[r * nr1 + c]++;
         }
@@ -903,18 +906,18 @@ static void test_chunks_plan(void) {
         free(seen);
         CHECK_MSG(wrong == 0 && aligned, "case %zu: %lld outputs not covered exactly once, aligned %d", i,
                   (long long)wrong, aligned);
-        CHECK_MSG(ch.rows <= CPU_CHUNK_ROW_ALIGN || (size_t)ch.rows * (size_t)cases[i][1] <= budget,
+        CHECK_MSG(ch.rows <= align || (size_t)ch.rows * (size_t)cases[i][1] <= budget,
                   "case %zu: %lld rows of %lld bytes exceed the L2 budget", i, (long long)ch.rows, (long long)cases[i][1]);
-        const int64_t possible = ((nr0 + CPU_CHUNK_ROW_ALIGN - 1) / CPU_CHUNK_ROW_ALIGN) * nr1;
+        const int64_t possible = ((nr0 + align - 1) / align) * nr1;
         const int64_t want = nth > 1 ? (int64_t)nth * CPU_CHUNKS_PER_THREAD : 1;
         CHECK_MSG(n >= (want < possible ? want : possible) / 2, "case %zu: only %lld chunks for %d threads", i,
                   (long long)n, nth);
     }
     /* one token through a 256-row weight on 2 threads: 8 blocks of 32 rows */
-    const struct cpu_chunks ch = cpu_chunks_plan(256, 1152, 1, 2176, 2);
+    const struct cpu_chunks ch = cpu_chunks_plan(256, 1152, CPU_CHUNK_ROW_ALIGN, 1, 2176, 2);
     CHECK_EQ_INT(ch.rows, 32);
     CHECK_EQ_INT(cpu_chunks_count(&ch), 8);
-    const struct cpu_chunks none = cpu_chunks_plan(0, 100, 5, 100, 2);
+    const struct cpu_chunks none = cpu_chunks_plan(0, 100, CPU_CHUNK_ROW_ALIGN, 5, 100, 2);
     CHECK_EQ_INT(cpu_chunks_count(&none), 0);
 
     /* a product cut into many chunks in both dimensions: 1 and 3 threads agree

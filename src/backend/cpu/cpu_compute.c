@@ -116,25 +116,26 @@ static void cpu_chunks_split(int64_t n, int64_t n_blocks, int64_t align, int64_t
     *count = cpu_ceil_div(n, p);
 }
 
-struct cpu_chunks cpu_chunks_plan(int64_t nr0, size_t row_bytes, int64_t nr1, size_t col_bytes, int n_threads) {
+struct cpu_chunks cpu_chunks_plan(int64_t nr0, size_t row_bytes, int64_t row_align, int64_t nr1, size_t col_bytes,
+                                  int n_threads) {
     struct cpu_chunks c = { .nr0 = nr0, .nr1 = nr1, .rows = 1, .cols = 1 };
     if (nr0 <= 0 || nr1 <= 0) return c; /* no chunks */
     const size_t budget = cpu_l2_cache_bytes() / 4;
-    int64_t max_rows = (int64_t)(budget / (row_bytes ? row_bytes : 1)) / CPU_CHUNK_ROW_ALIGN * CPU_CHUNK_ROW_ALIGN;
+    int64_t max_rows = (int64_t)(budget / (row_bytes ? row_bytes : 1)) / row_align * row_align;
     int64_t max_cols = (int64_t)(budget / (col_bytes ? col_bytes : 1));
-    if (max_rows < CPU_CHUNK_ROW_ALIGN) max_rows = CPU_CHUNK_ROW_ALIGN;
+    if (max_rows < row_align) max_rows = row_align;
     if (max_cols < 1) max_cols = 1;
     int64_t n0 = cpu_ceil_div(nr0, max_rows), n1 = cpu_ceil_div(nr1, max_cols);
-    const int64_t n0_max = cpu_ceil_div(nr0, CPU_CHUNK_ROW_ALIGN), n1_max = nr1;
+    const int64_t n0_max = cpu_ceil_div(nr0, row_align), n1_max = nr1;
     const int64_t want = n_threads > 1 ? (int64_t)n_threads * CPU_CHUNKS_PER_THREAD : 1;
     /* too few chunks to balance: cut the dimension whose blocks are larger
      * (in units of its smallest block) */
     while (n0 * n1 < want && (n0 < n0_max || n1 < n1_max)) {
-        const bool cut_rows = n0 < n0_max && (n1 >= n1_max || nr0 / (n0 * CPU_CHUNK_ROW_ALIGN) >= nr1 / n1);
+        const bool cut_rows = n0 < n0_max && (n1 >= n1_max || nr0 / (n0 * row_align) >= nr1 / n1);
         if (cut_rows) n0++;
         else n1++;
     }
-    cpu_chunks_split(nr0, n0, CPU_CHUNK_ROW_ALIGN, &c.rows, &c.n_row_chunks);
+    cpu_chunks_split(nr0, n0, row_align, &c.rows, &c.n_row_chunks);
     cpu_chunks_split(nr1, n1, 1, &c.cols, &c.n_col_chunks);
     return c;
 }

@@ -109,7 +109,7 @@ static struct cpu_chunks cpu_mul_mat_chunks(const struct cpu_task *task, const s
     size_t row_bytes = 0, col_bytes = 0;
     type_row_size(w->type, w->ne[0], &row_bytes);
     type_row_size(k.vec_dot_type, x->ne[0], &col_bytes);
-    return cpu_chunks_plan(w->ne[1], row_bytes, n_cols, col_bytes, task->nth);
+    return cpu_chunks_plan(w->ne[1], row_bytes, CPU_CHUNK_ROW_ALIGN, n_cols, col_bytes, task->nth);
 }
 
 /* F32 x F32 products marked MUL_MAT_ORDER_ANY and large enough to pay for

@@ -94,8 +94,9 @@ static inline int cpu_task_next_chunk(const struct cpu_task *task) {
  * read from memory once and reused for every column of the chunk. When that
  * gives fewer than CPU_CHUNKS_PER_THREAD chunks per thread the blocks are cut
  * smaller, so the threads can balance. Row blocks are multiples of
- * CPU_CHUNK_ROW_ALIGN rows (except the last), for kernels that take several
- * rows at a time. Chunk k covers row block k / n_col_chunks and column block
+ * row_align rows (except the last), for kernels that take several rows at
+ * a time: CPU_CHUNK_ROW_ALIGN, or twice that for the packed kernels that
+ * take two 16-row groups a call. Chunk k covers row block k / n_col_chunks and column block
  * k % n_col_chunks: consecutive chunks share their weight rows. */
 #define CPU_CHUNK_ROW_ALIGN 16
 #define CPU_CHUNKS_PER_THREAD 4
@@ -106,7 +107,8 @@ struct cpu_chunks {
     int64_t n_row_chunks, n_col_chunks;
 };
 
-struct cpu_chunks cpu_chunks_plan(int64_t nr0, size_t row_bytes, int64_t nr1, size_t col_bytes, int n_threads);
+struct cpu_chunks cpu_chunks_plan(int64_t nr0, size_t row_bytes, int64_t row_align, int64_t nr1, size_t col_bytes,
+                                  int n_threads);
 static inline int64_t cpu_chunks_count(const struct cpu_chunks *c) { return c->n_row_chunks * c->n_col_chunks; }
 /* Rows [*r0, *r1) and columns [*c0, *c1) of chunk k (0 <= k < count). */
 static inline void cpu_chunks_range(const struct cpu_chunks *c, int64_t k, int64_t *r0, int64_t *r1, int64_t *c0,
