@@ -6,8 +6,8 @@
  * the other packed types keep the reference's bits in this mode; mul_mat_id
  * (one column and several) gives each column its expert's product.
  * Random shapes (rows 1..40: partial 16-row groups, and with several
- * columns Q4_0's and Q8_0's groups in pairs, an odd one alone; columns 1..20: partial
- * column tiles; k from one block), 100
+ * columns Q4_0's and Q8_0's groups in pairs, an odd one alone; columns
+ * 1..20: partial column tiles; k from one block), 100
  * and 143 columns (the AMX kernels' from 32-96 on), a few long rows; weights
  * quantized from random floats or random quant bytes (every quant value) or
  * at the extremes (the integer sums at their bounds),

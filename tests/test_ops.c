@@ -194,12 +194,11 @@ static void test_unary(void) {
             struct tensor *a = u < UNARY_COUNT ? input_f32(ctx, 13, 3, 2, 2, (enum layout)la)
                                                : input_f32(ctx, 100, 1, 1, 1, (enum layout)la);
             tensor_set_f32_1d(a, 0, 0.0f);
-            struct tensor *out = op_unary(ctx, a, (enum tensor_unary_op)(u % UNARY_COUNT));
+            const enum tensor_unary_op op = (enum tensor_unary_op)(u % UNARY_COUNT);
+            struct tensor *out = op_unary(ctx, a, op);
             CHECK(compute(ctx, out));
             expect_begin();
-            FOR_EACH(out) {
-                expect(at(out, i0, i1, i2, i3), ref_unary((enum tensor_unary_op)(u % UNARY_COUNT), at(a, i0, i1, i2, i3)), 1e-6);
-            }
+            FOR_EACH(out) expect(at(out, i0, i1, i2, i3), ref_unary(op, at(a, i0, i1, i2, i3)), 1e-6);
             EXPECT_END("unary");
             tensor_ctx_free(ctx);
         }

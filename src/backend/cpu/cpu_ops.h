@@ -96,8 +96,9 @@ static inline int cpu_task_next_chunk(const struct cpu_task *task) {
  * smaller, so the threads can balance. Row blocks are multiples of
  * row_align rows (except the last), for kernels that take several rows at
  * a time: CPU_CHUNK_ROW_ALIGN, or twice that for the packed kernels that
- * take two 16-row groups a call. Chunk k covers row block k / n_col_chunks and column block
- * k % n_col_chunks: consecutive chunks share their weight rows. */
+ * take two 16-row groups a call. Chunk k covers row block k / n_col_chunks
+ * and column block k % n_col_chunks: consecutive chunks share their weight
+ * rows. */
 #define CPU_CHUNK_ROW_ALIGN 16
 #define CPU_CHUNKS_PER_THREAD 4
 

@@ -468,8 +468,9 @@ PK_FN void pk_fast_pair_c(const struct pk_tile *t, const int C, const int c0, co
         for (int c = 0; c < C; c++) isum0[c] = isum1[c] = _mm512_set1_epi32(a[c].corr);
         PK_UNROLL
         for (int j = 0; j < 8; j++) {
-            /* Q4_0's high nibbles from their lines loaded again: kept since
-             * the low ones, 8 registers more spilled accumulators */
+            /* Q4_0: the high nibbles' steps load their lines again (an
+             * opaque pointer): held in registers since the low nibbles'
+             * steps, those 8 registers spilled accumulators */
             if (q4 && j == 4) __asm__("" : "+r"(q0), "+r"(q1));
             const __m512i w0 = pk_step16(q0, j, q4), w1 = pk_step16(q1, j, q4);
             PK_UNROLL
@@ -1998,7 +1999,8 @@ static const struct pk_kernels pk_avx512 = {
 
 static const struct pk_kernels pk_avx512_fast = {
     .isa = PK_ISA_AVX512, .fast = true,
-    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile, .q4_0_pair = pk_q4_0_fast_pair, .q8_0_pair = pk_q8_0_fast_pair,
+    .q4_0 = pk_q4_0_fast_tile, .q8_0 = pk_q8_0_fast_tile,
+    .q4_0_pair = pk_q4_0_fast_pair, .q8_0_pair = pk_q8_0_fast_pair,
     .q5_0 = pk_q5_0_tile, .q4_1 = pk_q4_1_tile,
     .q5_1 = pk_q5_1_tile, .q2_K = pk_q2_K_tile, .q3_K = pk_q3_K_tile, .q4_K = pk_q4_K_fast_tile,
     .q5_K = pk_q5_K_tile,
