@@ -551,6 +551,26 @@ static void test_norms(void) {
     tensor_ctx_free(ctx);
 }
 
+/* Rope on contiguous F32 rows (LLaMA's queries and keys, their own loop)
+ * against the same values in a permuted layout (the general one), bit for
+ * bit, over many positions. */
+static void test_rope_f32_rows(void) {
+    struct tensor_ctx *ctx = tensor_ctx_new(16, 16 << 20);
+    const int64_t heads = 32, n_tok = 256;
+    struct tensor *q = input_f32(ctx, 64, heads, n_tok, 1, PERMUTED);
+    struct tensor *qc = tensor_new_3d(ctx, GGML_TYPE_F32, 64, heads, n_tok);
+    FOR_EACH(qc) *(float *)((char *)qc->data + i0 * qc->nb[0] + i1 * qc->nb[1] + i2 * qc->nb[2]) = at(q, i0, i1, i2, i3);
+    struct tensor *pos = tensor_new_1d(ctx, GGML_TYPE_I32, n_tok);
+    for (int64_t t = 0; t < n_tok; t++) tensor_set_f32_1d(pos, t, (float)(3 * t + 1));
+    struct tensor *rq = op_rope(ctx, q, pos, 64, 0, 0, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+    struct tensor *rqc = op_rope(ctx, qc, pos, 64, 0, 0, 0, 10000.0f, 1.0f, 0.0f, 1.0f, 32.0f, 1.0f);
+    CHECK(compute(ctx, rq) && compute(ctx, rqc));
+    int64_t differ = 0;
+    FOR_EACH(rq) differ += at(rq, i0, i1, i2, i3) != at(rqc, i0, i1, i2, i3);
+    CHECK_MSG(differ == 0, "rope: %lld contiguous values differ from the permuted layout's", (long long)differ);
+    tensor_ctx_free(ctx);
+}
+
 static void test_soft_max(void) {
     const int64_t shapes[][3] = { { 37, 5, 4 }, { 1, 3, 2 }, { 64, 1, 1 } };
     for (int s = 0; s < 3; s++) {
@@ -1087,6 +1107,7 @@ int main(void) {
     test_norms();
     test_soft_max();
     test_rope();
+    test_rope_f32_rows();
     test_alibi();
     test_cross_entropy();
     test_mul_mat_f32_f16();

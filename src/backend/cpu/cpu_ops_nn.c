@@ -277,6 +277,18 @@ static void rope_rotate(const struct tensor *a, const struct tensor *dst, const 
     rope_st(dst, out + (i + off) * dst->nb[0], x0 * sin_t + x1 * cos_t);
 }
 
+/* Normal mode on contiguous F32 rows (LLaMA's): rope_rotate's arithmetic on
+ * plain floats, which the compiler vectorizes. Zen 5, TinyLlama shape, 2
+ * threads: the rope nodes of a 512-token batch in 0.45 of the cycles, the
+ * batch +0.9% (fast Q4_0, in-process A/B against rope_rotate). */
+static void rope_rotate_f32(const float *x, float *y, const float *cs, int64_t n) {
+    for (int64_t i = 0; i + 1 < n; i += 2) {
+        const float x0 = x[i], x1 = x[i + 1], c = cs[i], s = cs[i + 1];
+        y[i] = x0 * c - x1 * s;
+        y[i + 1] = x0 * s + x1 * c;
+    }
+}
+
 /* The rotations of a row at position p: cs[i] = cos, cs[i + 1] = sin (with
  * sin_sign) for each pair's first element i; NEOX: for i < n_dims only. */
 struct rope_params {
@@ -306,6 +318,28 @@ static void rope_rotations(const struct rope_params *rp, int32_t p, int64_t ne0,
                   &cs[ic], &cs[ic + 1]);
         cs[ic + 1] *= rp->sin_sign;
         theta_base *= rp->theta_scale;
+    }
+}
+
+/* One row at src to out, with its position's rotations cs. */
+static void rope_row(const struct rope_params *rp, const struct tensor *a, const struct tensor *dst, const char *src,
+                     char *out, const float *cs) {
+    const int64_t ne0 = a->ne[0];
+    if (!(rp->mode & ROPE_MODE_NEOX)) {
+        if (a->type == GGML_TYPE_F32 && a->nb[0] == sizeof(float) && dst->nb[0] == sizeof(float)) {
+            rope_rotate_f32((const float *)src, (float *)out, cs, ne0);
+            return;
+        }
+        for (int64_t i0 = 0; i0 + 1 < ne0; i0 += 2) rope_rotate(a, dst, src, out, i0, 1, cs[i0], cs[i0 + 1]);
+        return;
+    }
+    /* elements past n_dims are copied unchanged */
+    for (int64_t ic = 0; ic + 1 < ne0; ic += 2) {
+        if (ic < rp->n_dims) {
+            rope_rotate(a, dst, src, out, ic / 2, rp->n_dims / 2, cs[ic], cs[ic + 1]);
+        } else {
+            for (int64_t k = ic; k < ic + 2; k++) rope_st(dst, out + k * dst->nb[0], rope_ld(a, src + k * a->nb[0]));
+        }
     }
 }
 
@@ -342,20 +376,7 @@ static void cpu_rope(const struct cpu_task *task, struct tensor *dst) {
             have = true;
             have_p = p;
         }
-        const char *src = cpu_elem(a, 0, i1, i2, i3);
-        char *out = cpu_elem(dst, 0, i1, i2, i3);
-        if (!(rp.mode & ROPE_MODE_NEOX)) {
-            for (int64_t i0 = 0; i0 + 1 < ne0; i0 += 2) rope_rotate(a, dst, src, out, i0, 1, cs[i0], cs[i0 + 1]);
-            continue;
-        }
-        /* elements past n_dims are copied unchanged */
-        for (int64_t ic = 0; ic + 1 < ne0; ic += 2) {
-            if (ic < rp.n_dims) {
-                rope_rotate(a, dst, src, out, ic / 2, rp.n_dims / 2, cs[ic], cs[ic + 1]);
-            } else {
-                for (int64_t k = ic; k < ic + 2; k++) rope_st(dst, out + k * dst->nb[0], rope_ld(a, src + k * a->nb[0]));
-            }
-        }
+        rope_row(&rp, a, dst, cpu_elem(a, 0, i1, i2, i3), cpu_elem(dst, 0, i1, i2, i3), cs);
     }
 }
 
