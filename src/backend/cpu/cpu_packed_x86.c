@@ -216,8 +216,10 @@ PK_FN void pk_fast_store(const struct pk_tile *t, const __m512 *acc, const int C
  * cpu_fast_mode_dot's operations: the block's exact integer sum (the
  * unsigned weights' products plus the activations' correction), converted,
  * times d_w d_a rounded, fused into the output's accumulator in block
- * order. With one column the sum is two chains (even and odd steps; integer
- * adds, so the same sum), which the next block's need not wait for. */
+ * order. With one column the block's sum is one chain of 8 vpdpbusd, as
+ * with many: split into two (even and odd steps) it streamed 5% slower
+ * (Q4_0 2048 x 5632, one and two threads; Q8_0 even; in-process A/B, Zen
+ * 5), and fast Q4_0 generation fell behind the exact kernel's. */
 PK_FN void pk_fast_tile_c(const struct pk_tile *t, const int C, const bool q4) {
     const size_t ahead = pk_vec_ahead(t); /* used with one column */
     const size_t qbytes = q4 ? 256 : 512;
@@ -231,19 +233,15 @@ PK_FN void pk_fast_tile_c(const struct pk_tile *t, const int C, const bool q4) {
         /* step by step across the columns: C independent vpdpbusd chains in
          * flight, each step's weights (4 elements of the 16 rows) in one
          * register */
-        __m512i isum[PK_COLS_FAST], odd = _mm512_setzero_si512();
+        __m512i isum[PK_COLS_FAST];
         PK_UNROLL
         for (int c = 0; c < C; c++) isum[c] = _mm512_set1_epi32(a[c].corr);
         PK_UNROLL
         for (int j = 0; j < 8; j++) {
             const __m512i w = pk_step16(q, j, q4);
             PK_UNROLL
-            for (int c = 0; c < C; c++) {
-                if (C == 1 && j % 2) pk_dpbusd_bcast(&odd, w, a[c].qs + 4 * j);
-                else pk_dpbusd_bcast(&isum[c], w, a[c].qs + 4 * j);
-            }
+            for (int c = 0; c < C; c++) pk_dpbusd_bcast(&isum[c], w, a[c].qs + 4 * j);
         }
-        if (C == 1) isum[0] = _mm512_add_epi32(isum[0], odd);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)hdr));
         PK_UNROLL
         for (int c = 0; c < C; c++) {
