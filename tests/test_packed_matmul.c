@@ -12,7 +12,8 @@
  * quantization when their weights have the same type), a weight whose packed
  * copy went stale (its data pointer changed), the F16 scratch size
  * serving every shorter k, and attention's direct F16 products on both
- * sides of the short-k path's bound.
+ * sides of the short-k path's bound; and which weights a thread asks for
+ * ahead of a matrix-vector product.
  * Under LLAMAC_SIMD=scalar nothing is packed and the same comparisons check
  * the reference path; ctest runs it again under LLAMAC_SIMD=avx2, so that
  * the AVX2 kernels are checked on CPUs with AVX-512 too.
@@ -501,6 +502,49 @@ static void check_f16_direct(void) {
     CHECK_MSG(bad == 0, "F16 products around the short-k bound: %d outputs differ (%d shapes)", bad, cases);
 }
 
+/* The weights each thread streams first in a matrix-vector product
+ * (cpu_fast_mul_mat_first_bytes, asked for at the barriers before it): its
+ * own region's start (near ith/nth of the weights: whole row groups of the
+ * packed copy, F16's rows in place), most of a 1/nth share, the threads' ranges apart; none for a
+ * prompt's columns or with more threads than CPUs. */
+static void check_first_bytes(void) {
+    static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_F16 };
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        struct tensor_ctx *ctx = tensor_ctx_new(16, 16 << 20);
+        struct tensor *w = tensor_new_2d(ctx, types[i], 512, 2003);
+        struct tensor *x1 = tensor_new_2d(ctx, GGML_TYPE_F32, 512, 1), *x64 = tensor_new_2d(ctx, GGML_TYPE_F32, 512, 64);
+        fill_weight(w, false);
+        CHECK(cpu_repack_weight(w));
+        const struct tensor *vec = op_mul_mat(ctx, w, x1), *prompt = op_mul_mat(ctx, w, x64);
+        const uint8_t *p, *base;
+        size_t n;
+        const bool f16 = w->type == GGML_TYPE_F16;
+        if (!cpu_fast_mul_mat_applies(vec)) { /* LLAMAC_SIMD=scalar: nothing packed */
+            CHECK(!cpu_fast_mul_mat_first_bytes(vec, 0, 1, &p, &n));
+        } else {
+            /* thread 0 starts at the start: of the rows in place (F16) or of the packed copy */
+            CHECK(cpu_fast_mul_mat_first_bytes(vec, 0, 1, &base, &n));
+            CHECK(f16 ? base == w->data : base != w->data);
+            const size_t size = f16 ? tensor_nbytes(w) : cpu_repack_size(w);
+            const int nth = cpu_usable_cpus() >= 2 ? 2 : 1;
+            const uint8_t *prev_end = base;
+            for (int ith = 0; ith < nth; ith++) {
+                CHECK(cpu_fast_mul_mat_first_bytes(vec, ith, nth, &p, &n));
+                const size_t share = size / (size_t)nth, start = (size_t)(p - base);
+                CHECK_MSG(p >= prev_end && start <= share * (size_t)ith + share / 8 && start + share / 8 >= share * (size_t)ith,
+                          "%s thread %d of %d: starts at %zu of %zu", type_name(w->type), ith, nth, start, size);
+                CHECK_MSG(n >= share / 2 && n <= share && start + n <= size, "%s thread %d of %d: %zu bytes of %zu",
+                          type_name(w->type), ith, nth, n, size);
+                prev_end = p + n;
+            }
+            CHECK(!cpu_fast_mul_mat_first_bytes(vec, 0, cpu_usable_cpus() + 1, &p, &n));
+        }
+        CHECK(!cpu_fast_mul_mat_first_bytes(prompt, 0, 1, &p, &n));
+        cpu_repack_release(w);
+        tensor_ctx_free(ctx);
+    }
+}
+
 int main(void) {
     unsetenv("LLAMAC_MATMUL"); /* the exact kernels (test_fast_matmul has the fast mode's) */
     const int over = cpu_usable_cpus() + 1 < 512 ? cpu_usable_cpus() + 1 : 512;
@@ -523,6 +567,7 @@ int main(void) {
     check_shared_x(pool);
     check_f16_scratch_bound();
     check_f16_direct();
+    check_first_bytes();
     check_stale(pool, GGML_TYPE_Q4_0);
     check_stale(pool, GGML_TYPE_F16);
     cpu_threadpool_free(pool);

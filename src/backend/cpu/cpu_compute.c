@@ -12,6 +12,8 @@
  * Within a phase, kernels either split rows evenly (cpu_task_rows) or claim
  * chunks from a counter (cpu_task_next_chunk, cpu_chunks_plan): matrix
  * products, where most of the time goes, use chunks sized to the L2 cache.
+ * A thread waiting at a barrier asks for the weights it will stream first
+ * in the next matrix-vector product (struct cpu_warm).
  */
 #define _GNU_SOURCE /* sched_yield */
 #include "backend/cpu/cpu_compute.h"
@@ -77,7 +79,19 @@ static void cpu_pause(void) {
 #endif
 }
 
-static void cpu_barrier(struct cpu_threadpool *pool, int n) {
+/* Weights a thread asks for while it waits at barriers: the first ones it
+ * will stream in the next node that says which (cpu_op_desc.first_bytes,
+ * generation's matrix-vector products), up to CPU_WARM_BYTES of them. The
+ * memory would otherwise idle while a thread waits for the others to end a
+ * product's tail or a single-row op, and the next product then starts in
+ * L2 instead of at the far end of a stream. */
+struct cpu_warm {
+    const uint8_t *next, *end; /* what is still to ask for */
+    int node;                  /* the node they are for; past the graph's nodes: none */
+};
+#define CPU_WARM_BYTES(l2) ((l2) / 8)
+
+static void cpu_barrier(struct cpu_threadpool *pool, int n, struct cpu_warm *warm) {
     if (n == 1) return;
     const int gen = atomic_load(&pool->barrier_gen);
     if (atomic_fetch_add(&pool->barrier_count, 1) == n - 1) {
@@ -86,7 +100,11 @@ static void cpu_barrier(struct cpu_threadpool *pool, int n) {
         return;
     }
     for (int spins = 0; atomic_load(&pool->barrier_gen) == gen; spins++) {
-        if (spins < CPU_SPIN_BARRIER) {
+        if (warm && warm->next < warm->end) {
+            __builtin_prefetch(warm->next, 0, 2); /* into L2 */
+            __builtin_prefetch(warm->next + 64, 0, 2);
+            warm->next += 128;
+        } else if (spins < CPU_SPIN_BARRIER) {
             cpu_pause();
         } else {
             sched_yield();
@@ -140,6 +158,27 @@ struct cpu_chunks cpu_chunks_plan(int64_t nr0, size_t row_bytes, int64_t row_ali
     return c;
 }
 
+/* After node `after`: what thread ith asks for at the barriers until the
+ * next node that streams weights (a search once per such node). */
+static void cpu_warm_plan(const struct graph *g, int after, int ith, int nth, struct cpu_warm *warm) {
+    warm->node = g->n_nodes;
+    warm->next = warm->end = NULL;
+    for (int j = after + 1; j < g->n_nodes; j++) {
+        const struct tensor *node = g->nodes[j];
+        const struct cpu_op_desc *desc = cpu_op_desc_get(node->op);
+        if (cpu_op_is_view(node->op) || !desc->first_bytes) continue;
+        size_t n;
+        const uint8_t *p;
+        if (desc->first_bytes(node, ith, nth, &p, &n)) {
+            const size_t budget = CPU_WARM_BYTES(cpu_l2_cache_bytes());
+            warm->next = p;
+            warm->end = p + (n < budget ? n : budget);
+        }
+        warm->node = j;
+        return;
+    }
+}
+
 /* Every thread runs this for the current graph. */
 static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
     const struct graph *g = pool->graph;
@@ -149,6 +188,8 @@ static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
         .stop_after = &pool->stop_after,
     };
     int step = 0;
+    struct cpu_warm warm;
+    cpu_warm_plan(g, -1, ith, nth, &warm);
     for (int i = 0; i < g->n_nodes; i++) {
         struct tensor *node = g->nodes[i];
         if (cpu_op_is_view(node->op)) continue;
@@ -164,13 +205,14 @@ static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
             task.phase = CPU_PHASE_INIT;
             task.chunk_next = &chunks[CPU_PHASE_INIT];
             desc->kernel(&task, node);
-            cpu_barrier(pool, nth);
+            cpu_barrier(pool, nth, &warm);
         }
         task.phase = CPU_PHASE_COMPUTE;
         task.chunk_next = &chunks[CPU_PHASE_COMPUTE];
         desc->kernel(&task, node);
+        if (warm.node == i) cpu_warm_plan(g, i, ith, nth, &warm);
         if (desc->has_finalize) {
-            cpu_barrier(pool, nth);
+            cpu_barrier(pool, nth, &warm);
             task.phase = CPU_PHASE_FINALIZE;
             task.chunk_next = &chunks[CPU_PHASE_FINALIZE];
             desc->kernel(&task, node);
@@ -180,11 +222,11 @@ static void cpu_graph_run(struct cpu_threadpool *pool, int ith) {
             atomic_store(&pool->aborted, true);
             cpu_task_stop_after(&task);
         }
-        cpu_barrier(pool, nth);
+        cpu_barrier(pool, nth, &warm);
         if (atomic_load(&pool->stop_after) <= i) break;
     }
     /* nobody may still read the graph when the caller returns */
-    cpu_barrier(pool, nth);
+    cpu_barrier(pool, nth, NULL);
 }
 
 static void *cpu_worker_main(void *arg) {

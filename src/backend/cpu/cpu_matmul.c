@@ -223,6 +223,7 @@ static bool cpu_mul_mat_supported(const struct tensor *dst) {
 
 const struct cpu_op_desc cpu_desc_mul_mat = {
     .kernel = cpu_mul_mat, .has_init = true, .work_size = cpu_mul_mat_work, .supported = cpu_mul_mat_supported,
+    .first_bytes = cpu_fast_mul_mat_first_bytes,
 };
 
 /* ---- mul_mat_id: dst column c = as[ids[id, c]] x b column c ---------------------------- */

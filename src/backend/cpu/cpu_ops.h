@@ -42,6 +42,10 @@ struct cpu_op_desc {
     size_t (*work_size)(const struct tensor *dst, int n_threads);
     /* whether the kernel handles these types and layouts (NULL: always) */
     bool (*supported)(const struct tensor *dst);
+    /* the weights thread ith of nth streams first in the compute phase, for
+     * it to ask for while it waits at the barriers before (NULL or false:
+     * none) */
+    bool (*first_bytes)(const struct tensor *dst, int ith, int nth, const uint8_t **p, size_t *n);
 };
 
 /* The descriptor of an op; NULL for an unknown op. */

@@ -950,10 +950,13 @@ static void pk_convert_x(const struct cpu_task *task, const struct tensor *w, co
  * *own is true before a thread's first call. False when nothing is left. */
 #define PK_OWN_PERCENT 75
 #define PK_TAIL_CHUNKS 4
+static int64_t pk_vec_own_len(int64_t n, int nth) {
+    return nth <= cpu_usable_cpus() ? n / nth * PK_OWN_PERCENT / 100 : 0;
+}
+
 static bool pk_vec_next(const struct cpu_task *task, int64_t n, int64_t min, bool *own, int64_t *a, int64_t *b) {
     const int nth = task->nth;
-    const int own_percent = nth <= cpu_usable_cpus() ? PK_OWN_PERCENT : 0;
-    const int64_t shortest = n / nth, own_len = shortest * own_percent / 100;
+    const int64_t shortest = n / nth, own_len = pk_vec_own_len(n, nth);
     if (*own) {
         *own = false;
         *a = n * task->ith / nth;
@@ -970,6 +973,17 @@ static bool pk_vec_next(const struct cpu_task *task, int64_t n, int64_t min, boo
     *a = r0 + own_len + tail * j / chunks;
     *b = r0 + own_len + tail * (j + 1) / chunks;
     return *a < *b || pk_vec_next(task, n, min, own, a, b);
+}
+
+/* The weights this thread streams first in a matrix-vector product
+ * (cpu_fast_mul_mat_first_bytes): units [u0, u0 + own) of unit_bytes each
+ * from base, u0 its own region's start. */
+static bool pk_vec_own_bytes(const uint8_t *base, int64_t units, size_t unit_bytes, int ith, int nth, const uint8_t **p,
+                             size_t *n) {
+    const int64_t own = pk_vec_own_len(units, nth);
+    *p = base + (size_t)(units * ith / nth) * unit_bytes;
+    *n = (size_t)own * unit_bytes;
+    return own > 0;
 }
 
 /* A prompt's columns of mul_mat_id grouped by expert: each expert's columns
@@ -1470,5 +1484,27 @@ void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst) {
         if (pk_kind_of(dst) != PK_IQ2) pk_quant_compute(task, dst, &tl);
         else if (pk_iq2_vec_takes(dst->src[1])) pk_iq2_vec_compute(task, dst);
         else pk_iq2_compute(task, dst, &tl);
+    }
+}
+
+bool cpu_fast_mul_mat_first_bytes(const struct tensor *dst, int ith, int nth, const uint8_t **p, size_t *n) {
+    const struct tensor *w = dst->src[0], *x = dst->src[1];
+    const int64_t ncols = tensor_nrows(x);
+    switch (pk_kind_of(dst)) {
+        case PK_QUANT: {
+            const struct pk_type *pt = pk_product_type(w, ncols);
+            if (ncols > pt->max_cols) return false; /* not pk_quant_compute's vec */
+            const uint8_t *packed = ((const struct cpu_packed_weight *)w->extra)->data;
+            return pk_vec_own_bytes(packed, pk_groups(w), pk_group_bytes(pt, pk_blocks_per_row(w)), ith, nth, p, n);
+        }
+        case PK_F16: {
+            const struct pk_f16_grid g = pk_f16_grid_of(dst);
+            if (ncols >= PK_F16_MIN_COLS || dst->src[2] || !tensor_is_contiguous(w) || tensor_nrows(w) != w->ne[1] ||
+                x->ne[1] != ncols) {
+                return false; /* not pk_f16_compute's vec, or items not in one run of rows */
+            }
+            return pk_vec_own_bytes(w->data, g.row_blocks, (size_t)g.rows_per_item * w->nb[1], ith, nth, p, n);
+        }
+        default: return false;
     }
 }

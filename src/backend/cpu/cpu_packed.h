@@ -145,6 +145,9 @@ void cpu_packed_f16_product(const uint16_t *w, size_t w_stride, int64_t nrows, c
 bool cpu_fast_mul_mat_applies(const struct tensor *dst);
 size_t cpu_fast_mul_mat_work(const struct tensor *dst, int n_threads);
 void cpu_fast_mul_mat(const struct cpu_task *task, struct tensor *dst);
+/* Matrix-vector products (generation): the weights thread ith of nth
+ * streams first, [*p, *p + *n), for it to ask for ahead (false: none). */
+bool cpu_fast_mul_mat_first_bytes(const struct tensor *dst, int ith, int nth, const uint8_t **p, size_t *n);
 
 /* mul_mat_id on this path when every expert is (as for mul_mat): each
  * column the product of the expert its id selects; one column as that
