@@ -705,13 +705,23 @@ static uint8_t *pk_act_at(uint8_t *act, const struct pk_type *pt, int64_t nb, in
     return act + (size_t)((tile * nb + i) * pt->max_cols + slot) * pk_act_record(pt->act);
 }
 
+/* Bytes from a column's record of block i to its record of block i + 1:
+ * the 32-element conversions step by it instead of taking pk_act_at's
+ * division per block (a product whose time is mostly its conversion,
+ * 2048 x 32 x 512 on one thread: exact +8%, fast +6%, in-process A/B). */
+static size_t pk_act_step(const struct pk_type *pt) {
+    return (size_t)pt->max_cols * pk_act_record(pt->act);
+}
+
 /* Blocks [b0, b1) of one column as Q8_0 records (the trait table's Q8_0
  * activation quantizer; a block's record depends on its elements only),
  * pk_act_q8 or (AVX2) pk_act_q8x. */
 static void pk_act_q8(const float *x, int64_t k, int64_t b0, int64_t b1, int bias, bool q8_1, void *tmp,
                       uint8_t *act, const struct pk_type *pt, int64_t col) {
     type_traits_get(q8_1 ? GGML_TYPE_Q8_1 : GGML_TYPE_Q8_0)->from_float(x + 32 * b0, tmp, 32 * (b1 - b0));
-    for (int64_t i = b0; i < b1; i++) {
+    const size_t step = pk_act_step(pt);
+    uint8_t *at = pk_act_at(act, pt, k / 32, col, b0);
+    for (int64_t i = b0; i < b1; i++, at += step) {
         struct pk_act_q8 a;
         memset(&a, 0, sizeof a);
         if (q8_1) {
@@ -728,7 +738,6 @@ static void pk_act_q8(const float *x, int64_t k, int64_t b0, int64_t b1, int bia
             const int8_t *q = a.qs + 4 * l;
             a.corr[l] = -bias * (q[0] + q[1] + q[2] + q[3]);
         }
-        uint8_t *at = pk_act_at(act, pt, k / 32, col, i);
         if (pt->act == PK_ACT_Q8) {
             memcpy(at, &a, sizeof a);
             continue;
@@ -751,9 +760,11 @@ static void pk_act_q8(const float *x, int64_t k, int64_t b0, int64_t b1, int bia
 static void pk_act_q8f(const float *x, int64_t k, int64_t b0, int64_t b1, int bias, block_q8_0 *tmp, uint8_t *act,
                        const struct pk_type *pt, int64_t col) {
     type_traits_get(GGML_TYPE_Q8_0)->from_float(x + 32 * b0, tmp, 32 * (b1 - b0));
-    for (int64_t i = b0; i < b1; i++) {
+    const size_t step = pk_act_step(pt);
+    uint8_t *at = pk_act_at(act, pt, k / 32, col, b0);
+    for (int64_t i = b0; i < b1; i++, at += step) {
         const block_q8_0 *b = &tmp[i - b0];
-        struct pk_act_q8f *a = (struct pk_act_q8f *)pk_act_at(act, pt, k / 32, col, i);
+        struct pk_act_q8f *a = (struct pk_act_q8f *)at;
         int32_t sum = 0;
         for (int l = 0; l < 32; l++) sum += b->qs[l];
         memcpy(a->qs, b->qs, 32);
