@@ -505,8 +505,9 @@ static void check_f16_direct(void) {
 /* The weights each thread streams first in a matrix-vector product
  * (cpu_fast_mul_mat_first_bytes, asked for at the barriers before it): its
  * own region's start (near ith/nth of the weights: whole row groups of the
- * packed copy, F16's rows in place), most of a 1/nth share, the threads' ranges apart; none for a
- * prompt's columns or with more threads than CPUs. */
+ * packed copy, F16's rows in place), most of a 1/nth share, the threads'
+ * ranges apart; none for a prompt's columns or with more threads than
+ * CPUs. */
 static void check_first_bytes(void) {
     static const enum ggml_type types[] = { GGML_TYPE_Q4_0, GGML_TYPE_Q8_0, GGML_TYPE_Q4_K, GGML_TYPE_F16 };
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
@@ -531,7 +532,8 @@ static void check_first_bytes(void) {
             for (int ith = 0; ith < nth; ith++) {
                 CHECK(cpu_fast_mul_mat_first_bytes(vec, ith, nth, &p, &n));
                 const size_t share = size / (size_t)nth, start = (size_t)(p - base);
-                CHECK_MSG(p >= prev_end && start <= share * (size_t)ith + share / 8 && start + share / 8 >= share * (size_t)ith,
+                const size_t expected = share * (size_t)ith; /* within an eighth of a share: whole units */
+                CHECK_MSG(p >= prev_end && start <= expected + share / 8 && start + share / 8 >= expected,
                           "%s thread %d of %d: starts at %zu of %zu", type_name(w->type), ith, nth, start, size);
                 CHECK_MSG(n >= share / 2 && n <= share && start + n <= size, "%s thread %d of %d: %zu bytes of %zu",
                           type_name(w->type), ith, nth, n, size);
